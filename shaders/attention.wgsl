@@ -1,0 +1,93 @@
+// Causal grouped-query attention of T new tokens per sequence against one layer's KV cache.
+//
+// Shapes (f32 unless said, row-major):
+//   qkv      [B*T, (H + 2*Hk) * D]   rotated queries in the first H*D columns (see rope.wgsl)
+//   kCache, vCache [B, Hk, S, D]     query head h reads kv head h / (H / Hk)
+//   keyMask  [B, maskLen] u32         1 = real token, 0 = padding, for cache slots < maskLen (the prompt);
+//                                     slots >= maskLen hold generated tokens and are always real
+//   out      [B*T, H*D]
+//
+// Query (b, t) sits at cache slot cursor.slot0 + t and attends to the slots s <= slot0 + t that hold real
+// tokens. It always attends to itself too, so a padding query gets a finite (unused) output
+// instead of a NaN that could spread through later matmuls.
+// One invocation per (b, t, h); it streams the keys once with an online softmax. The head dimension
+// is a constant because function-scope arrays need one: the engine specialises it per model
+// by replacing the line below before compiling.
+
+const HEAD_DIM: u32 = 64u;
+
+struct Params {
+  B: u32,
+  T: u32,
+  H: u32,
+  Hk: u32,
+  S: u32,
+  maskLen: u32,
+  scale: f32,
+  _pad: u32,
+}
+
+struct Cursor {
+  slot0: u32,
+  step: u32,
+  _pad0: u32,
+  _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> qkv: array<f32>;
+@group(0) @binding(2) var<storage, read> kCache: array<f32>;
+@group(0) @binding(3) var<storage, read> vCache: array<f32>;
+@group(0) @binding(4) var<storage, read> keyMask: array<u32>;
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(6) var<uniform> cursor: Cursor;
+
+const WG: u32 = 64u;
+
+@compute @workgroup_size(WG)
+fn attention(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let index = gid.x + gid.y * nwg.x * WG;
+  if (index >= p.B * p.T * p.H) {
+    return;
+  }
+  let h = index % p.H;
+  let r = index / p.H;
+  let b = r / p.T;
+  let t = r % p.T;
+  let kvHead = h / (p.H / p.Hk);
+  let slot = cursor.slot0 + t;
+  let qkvStride = (p.H + 2u * p.Hk) * HEAD_DIM;
+
+  var q: array<f32, HEAD_DIM>;
+  var acc: array<f32, HEAD_DIM>;
+  for (var d = 0u; d < HEAD_DIM; d++) {
+    q[d] = qkv[r * qkvStride + h * HEAD_DIM + d] * p.scale;
+    acc[d] = 0.0;
+  }
+  var runningMax = -3.0e38;
+  var denominator = 0.0;
+  let cacheBase = (b * p.Hk + kvHead) * p.S;
+  for (var s = 0u; s <= slot; s++) {
+    let real = s >= p.maskLen || keyMask[b * p.maskLen + s] != 0u || s == slot;
+    if (!real) {
+      continue;
+    }
+    let kBase = (cacheBase + s) * HEAD_DIM;
+    var score = 0.0;
+    for (var d = 0u; d < HEAD_DIM; d++) {
+      score += q[d] * kCache[kBase + d];
+    }
+    let newMax = max(runningMax, score);
+    let correction = exp(runningMax - newMax);
+    let weight = exp(score - newMax);
+    denominator = denominator * correction + weight;
+    for (var d = 0u; d < HEAD_DIM; d++) {
+      acc[d] = acc[d] * correction + weight * vCache[kBase + d];
+    }
+    runningMax = newMax;
+  }
+  let outBase = r * p.H * HEAD_DIM + h * HEAD_DIM;
+  for (var d = 0u; d < HEAD_DIM; d++) {
+    out[outBase + d] = acc[d] / denominator;
+  }
+}

@@ -1,0 +1,34 @@
+// A weight matrix on the GPU, split by rows into chunks that each fit one storage binding.
+// Only the largest matrices of big models (embeddings of 150k-token vocabularies) ever split.
+import { storageFrom } from './buffers.ts';
+
+export interface MatrixChunk {
+  buffer: GPUBuffer;
+  /** First matrix row held by this chunk. */
+  rowStart: number;
+  rows: number;
+}
+
+export interface GpuMatrix {
+  rows: number;
+  cols: number;
+  chunks: MatrixChunk[];
+}
+
+/** Uploads a row-major [rows, cols] matrix, splitting it so that no chunk exceeds `maxBindingBytes`. */
+export function uploadMatrix(device: GPUDevice, data: Float32Array, rows: number, cols: number, maxBindingBytes: number, label: string): GpuMatrix {
+  if (data.length !== rows * cols) throw new RangeError(`${label}: ${data.length} values for a [${rows}, ${cols}] matrix`);
+  const rowsPerChunk = Math.floor(maxBindingBytes / (cols * 4));
+  if (rowsPerChunk < 1) throw new RangeError(`${label}: one row of ${cols} floats exceeds the ${maxBindingBytes}-byte binding limit`);
+  const chunks: MatrixChunk[] = [];
+  for (let rowStart = 0; rowStart < rows; rowStart += rowsPerChunk) {
+    const chunkRows = Math.min(rowsPerChunk, rows - rowStart);
+    const part = data.subarray(rowStart * cols, (rowStart + chunkRows) * cols);
+    chunks.push({ buffer: storageFrom(device, part, `${label}[${rowStart}:${rowStart + chunkRows}]`), rowStart, rows: chunkRows });
+  }
+  return { rows, cols, chunks };
+}
+
+export function destroyMatrix(matrix: GpuMatrix): void {
+  for (const chunk of matrix.chunks) chunk.buffer.destroy();
+}

@@ -1,0 +1,100 @@
+// Model folders on the local disk (Node only), and the choice between a folder and a URL.
+import { statSync } from 'node:fs';
+import { open, readFile, stat } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { HttpModelSource } from './source.ts';
+import { ModelLoadError } from './types.ts';
+import type { ModelSource } from './types.ts';
+
+/** Read size for local files: large enough to be fast, small enough for a smooth progress bar. */
+const READ_CHUNK_BYTES = 16 << 20;
+
+export class FileModelSource implements ModelSource {
+  readonly location: string;
+
+  constructor(folder: string) {
+    this.location = resolve(folder);
+  }
+
+  async exists(file: string): Promise<boolean> {
+    try {
+      return (await stat(join(this.location, file))).isFile();
+    } catch (error) {
+      if (isMissing(error)) return false;
+      throw this.readError(file, error);
+    }
+  }
+
+  async readText(file: string): Promise<string> {
+    try {
+      return await readFile(join(this.location, file), 'utf8');
+    } catch (error) {
+      throw this.readError(file, error);
+    }
+  }
+
+  async readBytes(
+    file: string,
+    onProgress?: (loadedBytes: number, totalBytes: number | null) => void,
+  ): Promise<Uint8Array> {
+    let handle;
+    try {
+      handle = await open(join(this.location, file), 'r');
+    } catch (error) {
+      throw this.readError(file, error);
+    }
+    try {
+      const totalBytes = (await handle.stat()).size;
+      const bytes = new Uint8Array(totalBytes);
+      onProgress?.(0, totalBytes);
+      let loadedBytes = 0;
+      while (loadedBytes < totalBytes) {
+        const length = Math.min(READ_CHUNK_BYTES, totalBytes - loadedBytes);
+        const { bytesRead } = await handle.read(bytes, loadedBytes, length, loadedBytes);
+        if (bytesRead === 0) break; // the file shrank while we read it; the parser reports the truncation
+        loadedBytes += bytesRead;
+        onProgress?.(loadedBytes, totalBytes);
+      }
+      return loadedBytes === totalBytes ? bytes : bytes.subarray(0, loadedBytes);
+    } catch (error) {
+      throw this.readError(file, error);
+    } finally {
+      await handle.close();
+    }
+  }
+
+  private readError(file: string, error: unknown): ModelLoadError {
+    const path = join(this.location, file);
+    if (isMissing(error)) return new ModelLoadError(`${path} not found: the folder must hold ${file}`, file);
+    return new ModelLoadError(`${path} could not be read: ${(error as Error).message}`, file);
+  }
+}
+
+/** A model source for a location given by a user: an http(s) URL or a local folder that must exist. */
+export function openModelSource(location: string): ModelSource {
+  if (/^https?:\/\//i.test(location)) return new HttpModelSource(location);
+  const folder = resolve(location);
+  let isFolder: boolean;
+  try {
+    isFolder = statSync(folder).isDirectory();
+  } catch (error) {
+    if (!isMissing(error)) throw new ModelLoadError(`${folder} could not be read: ${(error as Error).message}`, folder);
+    throw new ModelLoadError(
+      `model folder ${folder} does not exist; give a folder holding config.json, model.safetensors and ` +
+        'tokenizer.json, or an http(s) URL of one',
+      folder,
+    );
+  }
+  if (!isFolder) {
+    throw new ModelLoadError(
+      `${folder} is a file, not a folder; give the folder that holds config.json, model.safetensors and tokenizer.json`,
+      folder,
+    );
+  }
+  return new FileModelSource(folder);
+}
+
+function isMissing(error: unknown): boolean {
+  const code = (error as NodeJS.ErrnoException).code;
+  return code === 'ENOENT' || code === 'ENOTDIR';
+}

@@ -1,0 +1,171 @@
+// Float64 references of every WGSL kernel, written for clarity, not speed. Each mirrors one entry
+// point in shaders/ with the same shapes and layout (row-major, B/T/C as in the shader headers);
+// the kernel tests compare the GPU against these.
+import type { ResolvedSampling } from '../sampling-params.ts';
+
+type Vec = ArrayLike<number>;
+
+/** y[m, n] = alpha * sum_k x[m, k] w[n, k] + bias[n]; x [M, K], w [N, K] (nn.Linear layout). */
+export function matmul(x: Vec, w: Vec, M: number, N: number, K: number, bias: Vec | null = null, alpha = 1): Float64Array {
+  const y = new Float64Array(M * N);
+  for (let m = 0; m < M; m++) {
+    for (let n = 0; n < N; n++) {
+      let sum = 0;
+      for (let k = 0; k < K; k++) sum += x[m * K + k] * w[n * K + k];
+      y[m * N + n] = alpha * sum + (bias ? bias[n] : 0);
+    }
+  }
+  return y;
+}
+
+/** RMSNorm of each row of x [R, C]. */
+export function rmsnorm(x: Vec, weight: Vec, R: number, C: number, eps: number): Float64Array {
+  const y = new Float64Array(R * C);
+  for (let r = 0; r < R; r++) {
+    let sumSquares = 0;
+    for (let c = 0; c < C; c++) sumSquares += x[r * C + c] ** 2;
+    const scale = 1 / Math.sqrt(sumSquares / C + eps);
+    for (let c = 0; c < C; c++) y[r * C + c] = x[r * C + c] * scale * weight[c];
+  }
+  return y;
+}
+
+/** rotate_half RoPE of one head vector (length D) at `position`, from a [positions, D/2, 2] table. */
+export function rotate(head: Vec, position: number, table: Vec): Float64Array {
+  const D = head.length;
+  const half = D / 2;
+  const out = new Float64Array(D);
+  for (let i = 0; i < half; i++) {
+    const c = table[(position * half + i) * 2];
+    const s = table[(position * half + i) * 2 + 1];
+    out[i] = head[i] * c - head[i + half] * s;
+    out[i + half] = head[i + half] * c + head[i] * s;
+  }
+  return out;
+}
+
+/**
+ * Causal grouped-query attention of T new tokens per sequence against a KV cache, as attention.wgsl.
+ * q [B, T, H, D] (already rotated); kCache, vCache [B, Hk, S, D]; keyMask [B, maskLen] (1 real, 0 padding;
+ * slots >= maskLen are real). Query t sits at slot slot0 + t and sees real slots s <= slot0 + t, and itself.
+ */
+export function attention(
+  q: Vec, kCache: Vec, vCache: Vec, keyMask: Vec,
+  s: { B: number; T: number; H: number; Hk: number; D: number; S: number; maskLen: number; slot0: number },
+): Float64Array {
+  const { B, T, H, Hk, D, S, maskLen, slot0 } = s;
+  const out = new Float64Array(B * T * H * D);
+  const scale = 1 / Math.sqrt(D);
+  for (let b = 0; b < B; b++) {
+    for (let t = 0; t < T; t++) {
+      const slot = slot0 + t;
+      for (let h = 0; h < H; h++) {
+        const kvBase = (b * Hk + Math.floor(h / (H / Hk))) * S;
+        const scores: number[] = [];
+        const slots: number[] = [];
+        for (let key = 0; key <= slot; key++) {
+          const real = key >= maskLen || keyMask[b * maskLen + key] !== 0 || key === slot;
+          if (!real) continue;
+          let score = 0;
+          for (let d = 0; d < D; d++) score += q[((b * T + t) * H + h) * D + d] * kCache[(kvBase + key) * D + d];
+          scores.push(score * scale);
+          slots.push(key);
+        }
+        const max = Math.max(...scores);
+        const weights = scores.map((score) => Math.exp(score - max));
+        const total = weights.reduce((a, c) => a + c, 0);
+        for (let d = 0; d < D; d++) {
+          let sum = 0;
+          slots.forEach((key, i) => (sum += weights[i] * vCache[(kvBase + key) * D + d]));
+          out[((b * T + t) * H + h) * D + d] = sum / total;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+/** Rearranges per-token heads x [B, T, Hk, D] into the cache layout [B, Hk, T, D]. */
+export function toCacheLayout(x: Vec, B: number, T: number, Hk: number, D: number): Float64Array {
+  const out = new Float64Array(B * Hk * T * D);
+  for (let b = 0; b < B; b++)
+    for (let t = 0; t < T; t++)
+      for (let h = 0; h < Hk; h++)
+        for (let d = 0; d < D; d++) out[((b * Hk + h) * T + t) * D + d] = x[((b * T + t) * Hk + h) * D + d];
+  return out;
+}
+
+/** silu(gate) * up for gateUp [R, 2F] (gate in the first F columns). */
+export function siluMul(gateUp: Vec, R: number, F: number): Float64Array {
+  const out = new Float64Array(R * F);
+  for (let r = 0; r < R; r++) {
+    for (let j = 0; j < F; j++) {
+      const g = gateUp[r * 2 * F + j];
+      out[r * F + j] = (g / (1 + Math.exp(-g))) * gateUp[r * 2 * F + F + j];
+    }
+  }
+  return out;
+}
+
+/** out[i, :] = table[rows[i], :] for table [*, C]. */
+export function gatherRows(table: Vec, rows: Vec, C: number): Float64Array {
+  const out = new Float64Array(rows.length * C);
+  for (let i = 0; i < rows.length; i++) for (let c = 0; c < C; c++) out[i * C + c] = table[rows[i] * C + c];
+  return out;
+}
+
+/** log softmax of one row of logits. */
+export function logSoftmax(logits: Vec): Float64Array {
+  let max = -Infinity;
+  for (let i = 0; i < logits.length; i++) max = Math.max(max, logits[i]);
+  let sum = 0;
+  for (let i = 0; i < logits.length; i++) sum += Math.exp(logits[i] - max);
+  const logZ = max + Math.log(sum);
+  return Float64Array.from(logits, (l) => l - logZ);
+}
+
+/** Entropy of softmax(logits) for one row. */
+export function entropy(logits: Vec): number {
+  const logp = logSoftmax(logits);
+  return -logp.reduce((sum, lp) => sum + Math.exp(lp) * lp, 0);
+}
+
+/**
+ * The token that sampling.wgsl picks from one row of logits given the uniform draw u:
+ * argmax when greedy; else top-k then top-p truncation of softmax(logits / temperature), ties at a
+ * cut-off all kept, and the inverse CDF in vocabulary order at u times the kept mass.
+ */
+export function sampleToken(logits: Vec, params: ResolvedSampling, u: number): number {
+  const V = logits.length;
+  let argmax = 0;
+  for (let i = 1; i < V; i++) if (logits[i] > logits[argmax]) argmax = i;
+  if (params.greedy) return argmax;
+  const sorted = Array.from(logits).sort((a, b) => b - a);
+  const kCut = params.topK > 0 && params.topK < V ? sorted[params.topK - 1] : -Infinity;
+  const max = logits[argmax];
+  const weight = (l: number) => Math.exp((l - max) / params.temperature);
+  let cut = kCut;
+  if (params.topP < 1) {
+    const kMass = sorted.filter((l) => l >= kCut).reduce((sum, l) => sum + weight(l), 0);
+    // The highest cut-off whose kept mass still reaches topP of the top-k mass.
+    let mass = 0;
+    for (const l of sorted) {
+      if (l < kCut) break;
+      mass += weight(l);
+      cut = l;
+      if (mass >= params.topP * kMass) break;
+    }
+  }
+  let kept = 0;
+  for (let i = 0; i < V; i++) if (logits[i] >= cut) kept += weight(logits[i]);
+  const target = u * kept;
+  let running = 0;
+  let last = argmax;
+  for (let i = 0; i < V; i++) {
+    if (logits[i] < cut) continue;
+    running += weight(logits[i]);
+    last = i;
+    if (target < running) return i;
+  }
+  return last;
+}

@@ -1,0 +1,268 @@
+// Every WGSL kernel against its float64 reference on random small shapes. These checks run twice:
+// in Node on Dawn (tests/unit/kernels.test.ts) and in headless Chromium (tests/browser/gpu.spec.ts).
+import { grid, readFloat32, storageBuffer, storageFrom, uniformBuffer } from '../../src/engine/gpu/buffers.ts';
+import type { GpuContext } from '../../src/engine/gpu/device.ts';
+import { encodeDispatches, Kernels, type Dispatch } from '../../src/engine/gpu/kernels.ts';
+import { uploadMatrix } from '../../src/engine/gpu/matrix.ts';
+import { OpBuilder } from '../../src/engine/ops.ts';
+import * as ref from '../../src/engine/reference/ops.ts';
+import { resolveSampling, samplingUniform } from '../../src/engine/sampling-params.ts';
+import { assert, assertClose, assertEqual, randomArray, seededRandom } from './assert.ts';
+
+export interface GpuCheck {
+  name: string;
+  run(gpu: GpuContext): Promise<void>;
+}
+
+function run(gpu: GpuContext, dispatches: Dispatch[]): void {
+  const encoder = gpu.device.createCommandEncoder();
+  encodeDispatches(encoder, dispatches);
+  gpu.device.queue.submit([encoder.finish()]);
+}
+
+function cursorBuffer(device: GPUDevice, slot0: number, step: number): GPUBuffer {
+  return uniformBuffer(device, [slot0, step, 0, 0], 'cursor');
+}
+
+async function withOps(gpu: GpuContext, headDim: number, body: (ops: OpBuilder) => Promise<void>): Promise<void> {
+  const ops = new OpBuilder(new Kernels(gpu.device, headDim));
+  try {
+    await body(ops);
+  } finally {
+    ops.dispose();
+  }
+}
+
+const matmulCheck: GpuCheck = {
+  name: 'matmul: tiled and row variants, bias, accumulate, alpha, split weights, column offsets',
+  async run(gpu) {
+    const random = seededRandom(1);
+    const cases = [
+      { M: 1, N: 7, K: 5 },
+      { M: 3, N: 33, K: 17 },
+      { M: 16, N: 64, K: 12 },
+      { M: 37, N: 70, K: 29 },
+      { M: 64, N: 130, K: 64 },
+    ];
+    for (const { M, N, K } of cases) {
+      for (const variant of [{ bias: false, accumulate: false, split: false }, { bias: true, accumulate: true, split: true }]) {
+        await withOps(gpu, 8, async (ops) => {
+          const x = randomArray(random, M * K);
+          const w = randomArray(random, N * K);
+          const bias = randomArray(random, N);
+          const extra = 3; // y has 3 more columns than w has rows, to check the stride
+          const y0 = randomArray(random, M * (N + extra));
+          const maxBinding = variant.split ? Math.max(K * 4, Math.floor(N / 3) * K * 4) : gpu.maxBindingBytes;
+          const wGpu = uploadMatrix(gpu.device, w, N, K, maxBinding, 'w');
+          if (variant.split) assert(wGpu.chunks.length > 1 || N < 3, 'weight should be split into chunks');
+          const xGpu = storageFrom(gpu.device, x, 'x');
+          const yGpu = storageFrom(gpu.device, y0, 'y');
+          const biasGpu = variant.bias ? storageFrom(gpu.device, bias, 'bias') : null;
+          const alpha = variant.accumulate ? 0.5 : 1;
+          run(gpu, ops.matmul(xGpu, wGpu, biasGpu, yGpu, { M, ldY: N + extra, accumulate: variant.accumulate, alpha }));
+          const got = await readFloat32(gpu.device, yGpu, M * (N + extra));
+          const product = ref.matmul(x, w, M, N, K, variant.bias ? bias : null, alpha);
+          const expected = Float64Array.from(y0);
+          for (let m = 0; m < M; m++)
+            for (let n = 0; n < N; n++) expected[m * (N + extra) + n] = product[m * N + n] + (variant.accumulate ? y0[m * (N + extra) + n] : 0);
+          assertClose(got, expected, `matmul M=${M} N=${N} K=${K} ${JSON.stringify(variant)}`, 1e-5, 1e-5);
+        });
+      }
+    }
+  },
+};
+
+const rmsnormCheck: GpuCheck = {
+  name: 'rmsnorm',
+  async run(gpu) {
+    const random = seededRandom(2);
+    for (const { R, C } of [{ R: 1, C: 8 }, { R: 5, C: 37 }, { R: 70, C: 130 }]) {
+      await withOps(gpu, 8, async (ops) => {
+        const x = randomArray(random, R * C, 3);
+        const weight = randomArray(random, C);
+        const yGpu = storageBuffer(gpu.device, R * C * 4, 'y');
+        run(gpu, [ops.rmsnorm(storageFrom(gpu.device, x, 'x'), storageFrom(gpu.device, weight, 'w'), yGpu, R, C, 1e-5)]);
+        assertClose(await readFloat32(gpu.device, yGpu, R * C), ref.rmsnorm(x, weight, R, C, 1e-5), `rmsnorm R=${R} C=${C}`, 1e-5, 1e-5);
+      });
+    }
+  },
+};
+
+function randomRopeTable(random: () => number, positions: number, half: number): Float32Array {
+  const table = new Float32Array(positions * half * 2);
+  for (let i = 0; i < positions * half; i++) {
+    const angle = random() * 100;
+    table[2 * i] = Math.cos(angle);
+    table[2 * i + 1] = Math.sin(angle);
+  }
+  return table;
+}
+
+const ropeCheck: GpuCheck = {
+  name: 'rope_and_store_kv: rotates q in place, stores rotated k and v at the cursor slot (GQA)',
+  async run(gpu) {
+    const random = seededRandom(3);
+    const B = 2, T = 3, H = 4, Hk = 2, D = 8, S = 7, slot0 = 2, maxPos = 9;
+    const width = (H + 2 * Hk) * D;
+    await withOps(gpu, D, async (ops) => {
+      const qkv = randomArray(random, B * T * width);
+      const positions = Uint32Array.from({ length: B * T }, () => Math.floor(random() * maxPos));
+      const table = randomRopeTable(random, maxPos, D / 2);
+      const kCache0 = randomArray(random, B * Hk * S * D);
+      const vCache0 = randomArray(random, B * Hk * S * D);
+      const qkvGpu = storageFrom(gpu.device, qkv, 'qkv');
+      const kGpu = storageFrom(gpu.device, kCache0, 'k');
+      const vGpu = storageFrom(gpu.device, vCache0, 'v');
+      run(gpu, [ops.ropeAndStoreKv(qkvGpu, storageFrom(gpu.device, positions, 'pos'), storageFrom(gpu.device, table, 'rope'), kGpu, vGpu, cursorBuffer(gpu.device, slot0, 0), { B, T, H, Hk, D, S })]);
+      const expectedQkv = Float64Array.from(qkv);
+      const expectedK = Float64Array.from(kCache0);
+      const expectedV = Float64Array.from(vCache0);
+      for (let b = 0; b < B; b++) {
+        for (let t = 0; t < T; t++) {
+          const r = b * T + t;
+          for (let h = 0; h < H; h++) expectedQkv.set(ref.rotate(qkv.subarray(r * width + h * D, r * width + (h + 1) * D), positions[r], table), r * width + h * D);
+          for (let h = 0; h < Hk; h++) {
+            const cacheAt = ((b * Hk + h) * S + slot0 + t) * D;
+            expectedK.set(ref.rotate(qkv.subarray(r * width + (H + h) * D, r * width + (H + h + 1) * D), positions[r], table), cacheAt);
+            expectedV.set(qkv.subarray(r * width + (H + Hk + h) * D, r * width + (H + Hk + h + 1) * D), cacheAt);
+          }
+        }
+      }
+      assertClose(await readFloat32(gpu.device, qkvGpu, qkv.length), expectedQkv, 'rotated q (k and v columns untouched)', 1e-6, 1e-6);
+      assertClose(await readFloat32(gpu.device, kGpu, kCache0.length), expectedK, 'k cache', 1e-6, 1e-6);
+      assertClose(await readFloat32(gpu.device, vGpu, vCache0.length), expectedV, 'v cache', 0, 0);
+    });
+  },
+};
+
+const attentionCheck: GpuCheck = {
+  name: 'attention: causal GQA with left padding, prompt and decode slots',
+  async run(gpu) {
+    const random = seededRandom(4);
+    const configs = [
+      { B: 3, T: 5, H: 4, Hk: 2, D: 8, S: 5, maskLen: 5, slot0: 0 }, // prompt
+      { B: 3, T: 1, H: 4, Hk: 1, D: 16, S: 9, maskLen: 5, slot0: 6 }, // decode step after a padded prompt
+      { B: 2, T: 3, H: 6, Hk: 3, D: 4, S: 8, maskLen: 4, slot0: 4 }, // a later prompt chunk
+    ];
+    for (const s of configs) {
+      await withOps(gpu, s.D, async (ops) => {
+        const width = (s.H + 2 * s.Hk) * s.D;
+        const qkv = randomArray(random, s.B * s.T * width, 2);
+        const kCache = randomArray(random, s.B * s.Hk * s.S * s.D, 2);
+        const vCache = randomArray(random, s.B * s.Hk * s.S * s.D);
+        // sequence b is left-padded by b slots; row 0 also has a hole, as a non-contiguous mask
+        const mask = Uint32Array.from({ length: s.B * s.maskLen }, (_, i) => (i % s.maskLen >= Math.floor(i / s.maskLen) ? 1 : 0));
+        if (s.maskLen > 2) mask[1] = 0;
+        const outGpu = storageBuffer(gpu.device, s.B * s.T * s.H * s.D * 4, 'out');
+        run(gpu, [ops.attention(storageFrom(gpu.device, qkv, 'qkv'), storageFrom(gpu.device, kCache, 'k'), storageFrom(gpu.device, vCache, 'v'), storageFrom(gpu.device, mask, 'mask'), outGpu, cursorBuffer(gpu.device, s.slot0, 0), s)]);
+        const q = new Float64Array(s.B * s.T * s.H * s.D);
+        for (let r = 0; r < s.B * s.T; r++) q.set(qkv.subarray(r * width, r * width + s.H * s.D), r * s.H * s.D);
+        const expected = ref.attention(q, kCache, vCache, mask, s);
+        assertClose(await readFloat32(gpu.device, outGpu, expected.length), expected, `attention ${JSON.stringify(s)}`, 1e-5, 1e-5);
+      });
+    }
+  },
+};
+
+const gatherCheck: GpuCheck = {
+  name: 'gather_rows: embedding lookup across a split table',
+  async run(gpu) {
+    const random = seededRandom(5);
+    const rows = 50, C = 12;
+    await withOps(gpu, 8, async (ops) => {
+      const table = randomArray(random, rows * C);
+      const tableGpu = uploadMatrix(gpu.device, table, rows, C, 7 * C * 4, 'table');
+      assert(tableGpu.chunks.length === 8, 'table split into 8 chunks');
+      const ids = Uint32Array.from([0, 49, 7, 6, 13, 13, 28]);
+      const outGpu = storageBuffer(gpu.device, ids.length * C * 4, 'out');
+      run(gpu, ops.gatherRows(tableGpu, storageFrom(gpu.device, ids, 'ids'), outGpu, ids.length));
+      assertClose(await readFloat32(gpu.device, outGpu, ids.length * C), ref.gatherRows(table, ids, C), 'gathered rows', 0, 0);
+    });
+  },
+};
+
+const siluCheck: GpuCheck = {
+  name: 'silu_mul',
+  async run(gpu) {
+    const random = seededRandom(6);
+    const R = 9, F = 23;
+    await withOps(gpu, 8, async (ops) => {
+      const gateUp = randomArray(random, R * 2 * F, 6);
+      const outGpu = storageBuffer(gpu.device, R * F * 4, 'out');
+      run(gpu, [ops.siluMul(storageFrom(gpu.device, gateUp, 'gu'), outGpu, R, F)]);
+      assertClose(await readFloat32(gpu.device, outGpu, R * F), ref.siluMul(gateUp, R, F), 'silu_mul', 1e-5, 1e-5);
+    });
+  },
+};
+
+const logprobsCheck: GpuCheck = {
+  name: 'token_logprobs: log-probabilities of targets and entropies',
+  async run(gpu) {
+    const random = seededRandom(7);
+    const R = 6, V = 301;
+    await withOps(gpu, 8, async (ops) => {
+      const logits = randomArray(random, R * V, 8);
+      const targets = Int32Array.from([0, 300, 17, -1, 150, 42]);
+      const logprobGpu = storageBuffer(gpu.device, R * 4, 'lp');
+      const entropyGpu = storageBuffer(gpu.device, R * 4, 'h');
+      run(gpu, [ops.tokenLogprobs(storageFrom(gpu.device, logits, 'logits'), storageFrom(gpu.device, targets, 't'), logprobGpu, entropyGpu, R, V)]);
+      const rows = Array.from({ length: R }, (_, r) => logits.subarray(r * V, (r + 1) * V));
+      const expectedLogprob = rows.map((row, r) => (targets[r] < 0 ? 0 : ref.logSoftmax(row)[targets[r]]));
+      assertClose(await readFloat32(gpu.device, logprobGpu, R), expectedLogprob, 'logprobs', 1e-5, 1e-5);
+      assertClose(await readFloat32(gpu.device, entropyGpu, R), rows.map(ref.entropy), 'entropies', 1e-5, 1e-5);
+    });
+  },
+};
+
+const samplingCheck: GpuCheck = {
+  name: 'sample: greedy, temperature, top-k, top-p, ties, seeded draws',
+  async run(gpu) {
+    const random = seededRandom(8);
+    const B = 5, V = 700;
+    const settings = [
+      { greedy: true },
+      { temperature: 1 },
+      { temperature: 0.7, topK: 5 },
+      { temperature: 1.3, topP: 0.8 },
+      { temperature: 0.9, topK: 40, topP: 0.5 },
+      { topK: 1 },
+    ];
+    for (const [i, setting] of settings.entries()) {
+      await withOps(gpu, 8, async (ops) => {
+        const logits = randomArray(random, B * V, 4);
+        // ties: a repeated maximum, and a plateau that straddles the top-k cut-off
+        logits[3] = logits[10] = 9;
+        for (let v = 0; v < 8; v++) logits[V + 100 + v] = 5;
+        const sampling = resolveSampling({ ...setting, seed: 1234 + i });
+        const idsGpu = storageBuffer(gpu.device, B * 4, 'ids');
+        const lpGpu = storageBuffer(gpu.device, B * 4, 'lp');
+        const step = 3 + i;
+        const logitsGpu = storageFrom(gpu.device, logits, 'logits');
+        run(gpu, [ops.sample(logitsGpu, idsGpu, lpGpu, cursorBuffer(gpu.device, 0, step), { B, V, ...sampling })]);
+        const ids = new Uint32Array((await readFloat32(gpu.device, idsGpu, B)).buffer);
+        const rows = Array.from({ length: B }, (_, b) => logits.subarray(b * V, (b + 1) * V));
+        const expected = rows.map((row, b) => ref.sampleToken(row, sampling, samplingUniform(sampling.seed, b, step)));
+        assertEqual(Array.from(ids), expected, `sampled ids for ${JSON.stringify(setting)}`);
+        assertClose(await readFloat32(gpu.device, lpGpu, B), rows.map((row, b) => ref.logSoftmax(row)[expected[b]]), 'sampled token log-probs', 1e-5, 1e-5);
+      });
+    }
+  },
+};
+
+const gridCheck: GpuCheck = {
+  name: 'grid: element kernels cover more than 65535 workgroups',
+  async run(gpu) {
+    const R = 1, F = 65536 * 64 + 5; // 65,537 workgroups of 64: needs a 2-D grid
+    assert(grid(R * F, 64)[1] > 1, 'the grid is two-dimensional');
+    await withOps(gpu, 8, async (ops) => {
+      const gateUp = new Float32Array(2 * F).fill(1);
+      gateUp[F - 1] = 2; // last gate
+      const outGpu = storageBuffer(gpu.device, F * 4, 'out');
+      run(gpu, [ops.siluMul(storageFrom(gpu.device, gateUp, 'gu'), outGpu, R, F)]);
+      const out = await readFloat32(gpu.device, outGpu, F);
+      assertClose([out[0], out[F - 1]], [1 / (1 + Math.exp(-1)), 2 / (1 + Math.exp(-2))], 'first and last element', 1e-6, 1e-6);
+    });
+  },
+};
+
+export const kernelChecks: GpuCheck[] = [matmulCheck, rmsnormCheck, ropeCheck, attentionCheck, gatherCheck, siluCheck, logprobsCheck, samplingCheck, gridCheck];
