@@ -1,0 +1,132 @@
+// Autoregressive generation for a batch of prompts of different lengths.
+//
+// Prompts are left-padded (padding.ts) and run through the forward in chunks that fit the
+// activation buffers; the last chunk ends in the sampling head, which writes each sequence's next
+// token on the GPU. Every decode step then feeds those ids straight back into the embedding
+// lookup: the CPU only reads the B sampled ids (and their log-probs) once per step, to stop on
+// end-of-sequence tokens and to stream text.
+import { readBuffers } from './gpu/buffers.ts';
+import { encodeDispatches, type Dispatch } from './gpu/kernels.ts';
+import type { GpuModel } from './gpu-model.ts';
+import { ForwardState, maxRowsPerStep } from './forward.ts';
+import { padLeft, positionsFromMask } from './padding.ts';
+import { resolveSampling, type SamplingOptions } from './sampling-params.ts';
+
+export interface GenerateOptions {
+  maxNewTokens: number;
+  sampling?: SamplingOptions;
+  /** A sequence stops after producing one of these (it is kept in the output). Default: none. */
+  stopTokenIds?: number[];
+  /** Called after every decode step with the tokens generated so far, per prompt. */
+  onStep?: (newTokens: number[][]) => void;
+}
+
+export interface GenerateStats {
+  prefillMs: number;
+  decodeMs: number;
+  /** Forward steps after the prompt, each one token for every unfinished sequence. */
+  decodeSteps: number;
+  dispatchesPerDecodeStep: number;
+  readbacksPerDecodeStep: number;
+}
+
+export interface GenerateResult {
+  /** New tokens per prompt (the stop token included, when one was produced). */
+  tokens: number[][];
+  /** log p(token) under the model (temperature 1, before truncation), per new token. */
+  logprobs: number[][];
+  stats: GenerateStats;
+}
+
+function submit(model: GpuModel, dispatches: Dispatch[]): void {
+  const encoder = model.gpu.device.createCommandEncoder();
+  encodeDispatches(encoder, dispatches);
+  model.gpu.device.queue.submit([encoder.finish()]);
+}
+
+export async function generate(model: GpuModel, prompts: number[][], options: GenerateOptions): Promise<GenerateResult> {
+  const { maxNewTokens } = options;
+  if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1) throw new RangeError(`max new tokens must be a whole number >= 1, got ${maxNewTokens}`);
+  const sampling = resolveSampling(options.sampling);
+  const { vocabSize: V } = model.config;
+  for (const [b, prompt] of prompts.entries()) {
+    if (prompt.length === 0) throw new RangeError(`prompt ${b} is empty: start it with the BOS token`);
+    const bad = prompt.find((id) => !Number.isInteger(id) || id < 0 || id >= V);
+    if (bad !== undefined) throw new RangeError(`prompt ${b} holds token id ${bad}, outside the vocabulary [0, ${V})`);
+    if (prompt.length + maxNewTokens > model.ropePositions) {
+      throw new RangeError(`prompt ${b} (${prompt.length} tokens) plus ${maxNewTokens} new tokens exceeds the model's ${model.ropePositions} positions`);
+    }
+  }
+  const stop = new Set(options.stopTokenIds ?? []);
+  const B = prompts.length;
+  const padded = padLeft(prompts, 0);
+  const P = padded.length;
+  const maxRows = Math.max(B, Math.min(B * P, maxRowsPerStep(model)));
+  const chunk = Math.max(1, Math.floor(maxRows / B));
+  const state = new ForwardState(model, { B, S: P + maxNewTokens, maskLen: P, maxRows });
+  try {
+    const positions = positionsFromMask(padded.mask);
+    state.write(state.keyMask, Uint32Array.from(padded.mask.flat()));
+
+    // Prompt, in chunks of `chunk` tokens per sequence; the last chunk samples the first new token.
+    const started = performance.now();
+    const plans = new Map<string, Dispatch[]>();
+    for (let t0 = 0; t0 < P; t0 += chunk) {
+      const T = Math.min(chunk, P - t0);
+      const last = t0 + T === P;
+      const key = `${T}:${last}`;
+      if (!plans.has(key)) plans.set(key, [...state.body(T, state.ids), ...(last ? state.samplingHead(T, sampling) : [])]);
+      const rows = (table: number[][]) => Uint32Array.from(table.flatMap((row) => row.slice(t0, t0 + T)));
+      state.write(state.ids, rows(padded.ids));
+      state.write(state.positions, rows(positions));
+      if (last) state.write(state.lastRows, Uint32Array.from({ length: B }, (_, b) => b * T + T - 1));
+      state.setCursor(t0, 0);
+      submit(model, plans.get(key)!);
+    }
+
+    const tokens: number[][] = prompts.map(() => []);
+    const logprobs: number[][] = prompts.map(() => []);
+    const finished = new Array<boolean>(B).fill(false);
+    const readStep = async () => {
+      const bytes = await readBuffers(model.gpu.device, [
+        { buffer: state.sampledIds, bytes: B * 4 },
+        { buffer: state.sampledLogprobs, bytes: B * 4 },
+      ]);
+      const ids = new Uint32Array(bytes, 0, B);
+      const lps = new Float32Array(bytes, B * 4, B);
+      for (let b = 0; b < B; b++) {
+        if (finished[b]) continue;
+        tokens[b].push(ids[b]);
+        logprobs[b].push(lps[b]);
+        if (stop.has(ids[b])) finished[b] = true;
+      }
+      options.onStep?.(tokens);
+    };
+    await readStep();
+    const prefillMs = performance.now() - started;
+
+    const decodePlan = [...state.body(1, state.sampledIds), ...state.samplingHead(1, sampling)];
+    const decodeStarted = performance.now();
+    let step = 1;
+    for (; step < maxNewTokens && finished.includes(false); step++) {
+      // The token sampled at step-1 sits at slot P + step - 1; its position continues its own prompt.
+      state.write(state.positions, Uint32Array.from(prompts, (prompt) => prompt.length + step - 1));
+      state.setCursor(P + step - 1, step);
+      submit(model, decodePlan);
+      await readStep();
+    }
+    return {
+      tokens,
+      logprobs,
+      stats: {
+        prefillMs,
+        decodeMs: performance.now() - decodeStarted,
+        decodeSteps: step - 1,
+        dispatchesPerDecodeStep: decodePlan.length,
+        readbacksPerDecodeStep: 1,
+      },
+    };
+  } finally {
+    state.dispose();
+  }
+}

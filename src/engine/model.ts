@@ -1,0 +1,46 @@
+// A loaded model ready to run: the files read from its folder and its weights on the GPU.
+import type { GpuContext } from './gpu/device.ts';
+import { GpuModel } from './gpu-model.ts';
+import { generate, type GenerateOptions, type GenerateResult } from './generate.ts';
+import { loadModelFiles } from './model/load.ts';
+import type { LoadedModelFiles, ModelConfig, ModelSource, Tokenizer } from './model/types.ts';
+import type { WeightsProgress } from './model/weights.ts';
+import { score, type ScoreOptions, type ScoreResult } from './score.ts';
+
+export class Model {
+  readonly gpuModel: GpuModel;
+
+  constructor(
+    readonly gpu: GpuContext,
+    readonly files: LoadedModelFiles,
+  ) {
+    this.gpuModel = new GpuModel(gpu, files.config, files.weights);
+  }
+
+  get config(): ModelConfig {
+    return this.files.config;
+  }
+
+  get tokenizer(): Tokenizer {
+    return this.files.tokenizer;
+  }
+
+  /** Continues each prompt (token ids) by up to maxNewTokens tokens, all prompts as one batch. */
+  generate(prompts: number[][], options: GenerateOptions): Promise<GenerateResult> {
+    return generate(this.gpuModel, prompts, options);
+  }
+
+  /** Log-probabilities (and optionally logits and hidden states) of given token sequences. */
+  score(sequences: number[][], options?: ScoreOptions): Promise<ScoreResult> {
+    return score(this.gpuModel, sequences, options);
+  }
+
+  dispose(): void {
+    this.gpuModel.dispose();
+  }
+}
+
+/** Reads a model folder and uploads its weights. */
+export async function loadModel(gpu: GpuContext, source: ModelSource, onProgress?: (progress: WeightsProgress) => void): Promise<Model> {
+  return new Model(gpu, await loadModelFiles(source, onProgress));
+}

@@ -1,0 +1,207 @@
+// The whole engine (load, forward, KV-cache decode, sampling, scoring) against the float64
+// reference on random tiny models of every supported shape, and against PyTorch's outputs on the
+// real stories260K model. Run in Node (tests/unit/model-engine.test.ts) and in headless Chromium.
+import type { GpuContext } from '../../src/engine/gpu/device.ts';
+import { loadModel, type Model } from '../../src/engine/model.ts';
+import { loadModelFiles } from '../../src/engine/model/load.ts';
+import type { ModelSource } from '../../src/engine/model/types.ts';
+import { padLeft } from '../../src/engine/padding.ts';
+import { referenceForward } from '../../src/engine/reference/model.ts';
+import { logSoftmax } from '../../src/engine/reference/ops.ts';
+import { assert, assertClose, assertEqual, maxAbsDiff, seededRandom } from './assert.ts';
+import { MemoryModelSource, tinyModelFiles, type TinyModelOptions } from './tiny-model.ts';
+
+export interface ModelCheck {
+  name: string;
+  /** Needs the stories260K fixture; skipped (and reported as such) when `fixture` is null. */
+  needsFixture?: boolean;
+  run(gpu: GpuContext, fixture: ModelSource | null): Promise<void>;
+}
+
+const TINY_SHAPES: { name: string; options: TinyModelOptions; maxBindingBytes?: number }[] = [
+  { name: 'llama, GQA 4/2, untied', options: { architecture: 'llama', numHeads: 4, numKvHeads: 2, tied: false, seed: 11 } },
+  { name: 'qwen2 (q/k/v bias), GQA 4/1, tied', options: { architecture: 'qwen2', numHeads: 4, numKvHeads: 1, tied: true, seed: 12 } },
+  { name: 'llama, MHA 2/2, tied, BF16', options: { architecture: 'llama', hiddenSize: 24, numHeads: 2, numKvHeads: 2, tied: true, dtype: 'BF16', seed: 13 } },
+  // A 4 KiB binding cap splits the embedding and forces the prompt through several forward chunks.
+  { name: 'llama, GQA 4/2, split weights and chunked prompt', options: { architecture: 'llama', numHeads: 4, numKvHeads: 2, tied: false, seed: 14 }, maxBindingBytes: 4096 },
+];
+
+async function tinyModel(gpu: GpuContext, options: TinyModelOptions, maxBindingBytes?: number): Promise<Model> {
+  const source = new MemoryModelSource(tinyModelFiles(options).files);
+  return loadModel(maxBindingBytes ? { ...gpu, maxBindingBytes } : gpu, source);
+}
+
+function randomSequences(random: () => number, lengths: number[], vocab: number): number[][] {
+  return lengths.map((n) => [1, ...Array.from({ length: n - 1 }, () => 3 + Math.floor(random() * (vocab - 3)))]);
+}
+
+async function withModel(model: Model, body: (model: Model) => Promise<void>): Promise<void> {
+  try {
+    await body(model);
+  } finally {
+    model.dispose();
+  }
+}
+
+const tinyForwardCheck: ModelCheck = {
+  name: 'forward: logits, log-probs, entropies and hidden states match the float64 reference (padded batch)',
+  async run(gpu) {
+    for (const shape of TINY_SHAPES) {
+      await withModel(await tinyModel(gpu, shape.options, shape.maxBindingBytes), async (model) => {
+        const sequences = randomSequences(seededRandom(shape.options.seed!), [9, 4, 13], model.config.vocabSize);
+        const hiddenAt = sequences.map((s) => [0, s.length - 1]);
+        const got = await model.score(sequences, { logits: true, hiddenAt });
+        const padded = padLeft(sequences, 0);
+        const ref = referenceForward(model.config, model.files.weights, padded.ids, padded.mask);
+        const { vocabSize: V, hiddenSize: C } = model.config;
+        sequences.forEach((ids, b) => {
+          const pad = padded.length - ids.length;
+          ids.forEach((_, t) => {
+            const row = b * padded.length + pad + t;
+            const refLogits = ref.logits.subarray(row * V, (row + 1) * V);
+            assertClose(got.logits![b][t], refLogits, `${shape.name}: logits of sequence ${b} at ${t}`);
+            if (t + 1 < ids.length) assertClose([got.tokenLogprobs[b][t + 1]!], [logSoftmax(refLogits)[ids[t + 1]]], `${shape.name}: log-prob ${b}/${t + 1}`);
+          });
+          assertEqual(got.tokenLogprobs[b][0], null, 'no log-prob for the first token');
+          hiddenAt[b].forEach((t, i) => {
+            const row = b * padded.length + pad + t;
+            assertClose(got.hidden![b][i], ref.hidden.subarray(row * C, (row + 1) * C), `${shape.name}: hidden state ${b}/${t}`);
+          });
+        });
+      });
+    }
+  },
+};
+
+/** Greedy continuation computed by re-running the float64 reference on the whole sequence each step. */
+function referenceGreedy(model: Model, prompt: number[], steps: number): number[] {
+  const ids = [...prompt];
+  const V = model.config.vocabSize;
+  for (let i = 0; i < steps; i++) {
+    const { logits } = referenceForward(model.config, model.files.weights, [ids], [ids.map(() => 1)]);
+    const last = logits.subarray((ids.length - 1) * V, ids.length * V);
+    let best = 0;
+    for (let v = 1; v < V; v++) if (last[v] > last[best]) best = v;
+    ids.push(best);
+  }
+  return ids.slice(prompt.length);
+}
+
+const tinyDecodeCheck: ModelCheck = {
+  name: 'decode: KV-cache greedy decoding matches the reference; a padded batch decodes as each prompt alone',
+  async run(gpu) {
+    for (const shape of TINY_SHAPES) {
+      await withModel(await tinyModel(gpu, shape.options, shape.maxBindingBytes), async (model) => {
+        const prompts = randomSequences(seededRandom(100 + shape.options.seed!), [3, 8, 1, 5], model.config.vocabSize);
+        const steps = 7;
+        const batch = await model.generate(prompts, { maxNewTokens: steps, sampling: { greedy: true } });
+        assertEqual(batch.tokens[1], referenceGreedy(model, prompts[1], steps), `${shape.name}: greedy tokens vs reference`);
+        for (const [b, prompt] of prompts.entries()) {
+          const alone = await model.generate([prompt], { maxNewTokens: steps, sampling: { greedy: true } });
+          assertEqual(batch.tokens[b], alone.tokens[0], `${shape.name}: prompt ${b} batched vs alone`);
+          assertClose(batch.logprobs[b], alone.logprobs[0], `${shape.name}: log-probs of prompt ${b} batched vs alone`, 1e-5, 1e-5);
+        }
+        // The log-probs reported while sampling are the model's own (teacher-forced scoring agrees).
+        const full = [...prompts[0], ...batch.tokens[0]];
+        const scored = await model.score([full]);
+        assertClose(batch.logprobs[0], scored.tokenLogprobs[0].slice(prompts[0].length) as number[], `${shape.name}: sampled vs scored log-probs`);
+      });
+    }
+  },
+};
+
+const samplingCheck: ModelCheck = {
+  name: 'sampling: the same seed reproduces tokens, another seed changes them; stop tokens end a sequence',
+  async run(gpu) {
+    await withModel(await tinyModel(gpu, TINY_SHAPES[0].options), async (model) => {
+      const prompts = randomSequences(seededRandom(5), [4, 6], model.config.vocabSize);
+      const sample = (seed: number) => model.generate(prompts, { maxNewTokens: 12, sampling: { temperature: 1.5, topK: 40, topP: 0.95, seed } });
+      const a = await sample(7);
+      const b = await sample(7);
+      const c = await sample(8);
+      assertEqual(a.tokens, b.tokens, 'same seed, same tokens');
+      assert(JSON.stringify(a.tokens) !== JSON.stringify(c.tokens), 'another seed gives other tokens');
+      const stopAt = a.tokens[0][3];
+      const stopped = await model.generate(prompts, { maxNewTokens: 12, sampling: { temperature: 1.5, topK: 40, topP: 0.95, seed: 7 }, stopTokenIds: [stopAt] });
+      const firstStop = a.tokens[0].indexOf(stopAt);
+      assertEqual(stopped.tokens[0], a.tokens[0].slice(0, firstStop + 1), 'sequence 0 ends at its stop token');
+    });
+  },
+};
+
+interface ReferenceLogits {
+  ids: number[];
+  logits: number[][];
+  token_logprobs: (number | null)[];
+}
+
+async function readReference<T>(fixture: ModelSource, file: string): Promise<T> {
+  return JSON.parse(await fixture.readText(`reference/${file}`)) as T;
+}
+
+const storiesLogitsCheck: ModelCheck = {
+  name: 'stories260K: logits and log-probs match PyTorch (max abs diff <= 1e-4)',
+  needsFixture: true,
+  async run(gpu, fixture) {
+    await withModel(await loadModel(gpu, fixture!), async (model) => {
+      for (const file of ['logits_once_upon.json', 'logits_greedy32.json']) {
+        const ref = await readReference<ReferenceLogits>(fixture!, file);
+        const got = await model.score([ref.ids], { logits: true });
+        const worst = Math.max(...ref.logits.map((row, t) => maxAbsDiff(got.logits![0][t], row)));
+        assert(worst <= 1e-4, `${file}: logits max abs diff ${worst} > 1e-4`);
+        assertClose(got.tokenLogprobs[0].slice(1) as number[], ref.token_logprobs.slice(1) as number[], `${file}: token log-probs`, 1e-4, 0);
+      }
+    });
+  },
+};
+
+const storiesGreedyCheck: ModelCheck = {
+  name: 'stories260K: 256-step greedy generation from BOS reproduces the reference token for token',
+  needsFixture: true,
+  async run(gpu, fixture) {
+    await withModel(await loadModel(gpu, fixture!), async (model) => {
+      const ref = await readReference<{ ids: number[]; prompt_ids: number[]; steps: number }>(fixture!, 'greedy_from_bos.json');
+      const got = await model.generate([ref.prompt_ids], { maxNewTokens: ref.steps, sampling: { greedy: true } });
+      assertEqual([...ref.prompt_ids, ...got.tokens[0]], ref.ids, 'greedy ids');
+      assertEqual(got.stats.readbacksPerDecodeStep, 1, 'one read-back per decode step');
+    });
+  },
+};
+
+const storiesBatchCheck: ModelCheck = {
+  name: 'stories260K: a batch of prompts of different lengths decodes as each alone',
+  needsFixture: true,
+  async run(gpu, fixture) {
+    await withModel(await loadModel(gpu, fixture!), async (model) => {
+      const texts = ['Once upon a time', 'The cat', 'Lily and Ben went to the park to play with a big red ball', 'One day'];
+      const prompts = texts.map((text) => model.tokenizer.encode(text));
+      const batch = await model.generate(prompts, { maxNewTokens: 20, sampling: { greedy: true } });
+      for (const [b, prompt] of prompts.entries()) {
+        const alone = await model.generate([prompt], { maxNewTokens: 20, sampling: { greedy: true } });
+        assertEqual(batch.tokens[b], alone.tokens[0], `prompt "${texts[b]}" batched vs alone`);
+        assertClose(batch.logprobs[b], alone.logprobs[0], `log-probs of "${texts[b]}" batched vs alone`, 1e-5, 1e-5);
+      }
+      assert(model.tokenizer.decode(batch.tokens[0]).startsWith(', there was a little girl'), 'the story starts as the reference does');
+    });
+  },
+};
+
+const storiesTokenizerCheck: ModelCheck = {
+  name: 'stories260K: tokenizer ids match the reference cases',
+  needsFixture: true,
+  async run(_gpu, fixture) {
+    const files = await loadModelFiles(fixture!);
+    const ref = await readReference<{ cases: { text: string; ids: number[] }[] }>(fixture!, 'tokenizer_cases.json');
+    for (const c of ref.cases) assertEqual(files.tokenizer.encode(c.text), c.ids, `ids of ${JSON.stringify(c.text)}`);
+  },
+};
+
+export const modelChecks: ModelCheck[] = [
+  tinyForwardCheck,
+  tinyDecodeCheck,
+  samplingCheck,
+  storiesLogitsCheck,
+  storiesGreedyCheck,
+  storiesBatchCheck,
+  storiesTokenizerCheck,
+];
