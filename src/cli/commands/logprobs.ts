@@ -1,0 +1,49 @@
+// rlplay logprobs: per-token log-probabilities (and optionally logits) of a given text or id list.
+import type { Command } from 'commander';
+import { loadModelForCli } from '../load.ts';
+import { parseIdList } from '../parse.ts';
+
+interface LogprobsFlags {
+  model: string;
+  ids?: number[];
+  text?: string;
+  logits?: boolean;
+  json?: boolean;
+}
+
+export function registerLogprobs(program: Command): void {
+  program
+    .command('logprobs')
+    .description('score a token sequence: log p(ids[t] | ids[<t]) for every t')
+    .requiredOption('--model <dir|url>', 'model folder in Hugging Face layout, or an http(s) URL of one')
+    .option('--ids <list>', 'comma-separated token ids, e.g. 1,403,407', parseIdList)
+    .option('--text <text>', "text, encoded with the model's tokenizer (BOS added as its config says)")
+    .option('--logits', 'also print the raw logits after every position')
+    .option('--json', 'print one JSON object {"ids", "token_logprobs", "logits"}')
+    .action(async (flags: LogprobsFlags) => {
+      if ((flags.ids === undefined) === (flags.text === undefined)) throw new Error('give exactly one of --ids or --text');
+      const model = await loadModelForCli(flags.model, { quiet: flags.json });
+      try {
+        const ids = flags.ids ?? model.tokenizer.encode(flags.text!);
+        if (ids.length === 0) throw new Error('the text encodes to no tokens: nothing to score');
+        const result = await model.score([ids], { logits: flags.logits });
+        const tokenLogprobs = result.tokenLogprobs[0];
+        if (flags.json) {
+          const out: Record<string, unknown> = { ids, token_logprobs: tokenLogprobs };
+          if (flags.logits) out.logits = result.logits![0].map((row) => Array.from(row));
+          process.stdout.write(`${JSON.stringify(out)}\n`);
+          return;
+        }
+        const lines = ids.map((id, t) => {
+          const piece = JSON.stringify(model.tokenizer.decode([id]));
+          const lp = tokenLogprobs[t];
+          return `${String(t).padStart(5)}  ${String(id).padStart(7)}  ${(lp === null ? '-' : lp.toFixed(5)).padStart(10)}  ${piece}`;
+        });
+        const total = tokenLogprobs.reduce<number>((sum, lp) => sum + (lp ?? 0), 0);
+        process.stdout.write(`    t       id     logprob  token\n${lines.join('\n')}\nsum of log-probs: ${total.toFixed(5)}\n`);
+        if (flags.logits) process.stdout.write('(logits are printed with --json)\n');
+      } finally {
+        model.dispose();
+      }
+    });
+}

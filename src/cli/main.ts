@@ -1,0 +1,21 @@
+// The rlplay command line. Each command lives in commands/; all run on the same engine as the app.
+import { Command, CommanderError } from 'commander';
+import { registerGenerate } from './commands/generate.ts';
+import { registerLogprobs } from './commands/logprobs.ts';
+
+export async function main(argv: string[]): Promise<number> {
+  const program = new Command('rlplay')
+    .description('rlplay: reinforcement learning for LLM agents on WebGPU, in the browser and in Node')
+    .exitOverride()
+    .showHelpAfterError('(run with --help for usage)');
+  registerGenerate(program);
+  registerLogprobs(program);
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return 0;
+  } catch (error) {
+    if (error instanceof CommanderError) return error.exitCode; // commander printed the message already
+    process.stderr.write(`rlplay: ${(error as Error).message}\n`);
+    return 1;
+  }
+}

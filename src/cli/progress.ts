@@ -1,0 +1,30 @@
+// Progress lines on stderr: redrawn in place on a terminal, a few plain lines otherwise.
+
+export interface ProgressReporter {
+  update(label: string, done: number, total: number | null): void;
+  done(message?: string): void;
+}
+
+function formatBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 ** 2) return `${(bytes / 1024).toFixed(1)} KiB`;
+  if (bytes < 1024 ** 3) return `${(bytes / 1024 ** 2).toFixed(1)} MiB`;
+  return `${(bytes / 1024 ** 3).toFixed(2)} GiB`;
+}
+
+export function byteProgress(stream: NodeJS.WriteStream = process.stderr): ProgressReporter {
+  const interactive = Boolean(stream.isTTY);
+  let lastLabel = '';
+  return {
+    update(label, done, total) {
+      const line = total ? `${label}: ${formatBytes(done)} / ${formatBytes(total)} (${Math.floor((100 * done) / total)}%)` : `${label}: ${formatBytes(done)}`;
+      if (interactive) stream.write(`\r\x1b[2K${line}`);
+      else if (label !== lastLabel) stream.write(`${label}...\n`);
+      lastLabel = label;
+    },
+    done(message) {
+      if (interactive) stream.write('\r\x1b[2K');
+      if (message) stream.write(`${message}\n`);
+    },
+  };
+}

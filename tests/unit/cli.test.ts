@@ -1,0 +1,109 @@
+// The CLI as a user runs it: `node bin/rlplay.js ...` in a child process, on the stories260K folder,
+// on an http-served copy of it, and on a broken copy.
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { cp, mkdtemp, readFile, rm, truncate } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { STORIES260K_DIR } from '../support/model-folder.ts';
+import { serveFolder } from '../support/static-server.ts';
+
+const run = promisify(execFile);
+const CLI = join(import.meta.dirname, '../../bin/rlplay.js');
+
+async function rlplay(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [CLI, ...args], { maxBuffer: 64 * 2 ** 20 });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const e = error as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+const fixturePresent = existsSync(STORIES260K_DIR);
+
+describe.skipIf(!fixturePresent)('rlplay CLI on stories260K', () => {
+  let server: { url: string; close(): Promise<void> };
+  let brokenDir: string;
+  const reference = (file: string) => readFile(join(STORIES260K_DIR, 'reference', file), 'utf8').then(JSON.parse);
+
+  beforeAll(async () => {
+    server = await serveFolder(STORIES260K_DIR);
+    brokenDir = await mkdtemp(join(tmpdir(), 'rlplay-broken-'));
+    await cp(STORIES260K_DIR, brokenDir, { recursive: true });
+    await truncate(join(brokenDir, 'model.safetensors'), 500_000);
+  });
+  afterAll(async () => {
+    await server?.close();
+    await rm(brokenDir, { recursive: true, force: true });
+  });
+
+  test('logprobs --ids --logits --json matches the PyTorch reference', async () => {
+    const ref = await reference('logits_once_upon.json');
+    const { code, stdout } = await rlplay('logprobs', '--model', STORIES260K_DIR, '--ids', ref.ids.join(','), '--logits', '--json');
+    expect(code).toBe(0);
+    const out = JSON.parse(stdout);
+    expect(out.ids).toEqual(ref.ids);
+    expect(out.token_logprobs[0]).toBeNull();
+    out.token_logprobs.slice(1).forEach((lp: number, i: number) => expect(Math.abs(lp - ref.token_logprobs[i + 1])).toBeLessThanOrEqual(1e-4));
+    const worst = Math.max(...ref.logits.flatMap((row: number[], t: number) => row.map((v, j) => Math.abs(v - out.logits[t][j]))));
+    expect(worst).toBeLessThanOrEqual(1e-4);
+  });
+
+  test('logprobs --text encodes with the tokenizer, BOS included, over http too', async () => {
+    const ref = await reference('logits_once_upon.json');
+    const { code, stdout, stderr } = await rlplay('logprobs', '--model', server.url, '--text', 'Once upon a time, there was a little girl', '--json');
+    expect(stderr).toBe('');
+    expect(code).toBe(0);
+    const out = JSON.parse(stdout);
+    expect(out.ids).toEqual(ref.ids);
+    expect(out.logits).toBeUndefined();
+  });
+
+  test('generate --greedy reproduces the reference story, from a folder and over http', async () => {
+    const ref = await reference('greedy_from_bos.json');
+    for (const model of [STORIES260K_DIR, server.url]) {
+      const { code, stdout } = await rlplay('generate', '--model', model, '--max-new-tokens', '60', '--greedy', '--quiet');
+      expect(code).toBe(0);
+      expect(ref.text.startsWith(stdout.trim().slice(0, 200))).toBe(true);
+      expect(stdout.trim().length).toBeGreaterThan(150);
+    }
+  });
+
+  test('generate with sampling is reproducible by seed', async () => {
+    const args = ['generate', '--model', STORIES260K_DIR, '--prompt', 'Once upon a time', '--max-new-tokens', '30', '--temperature', '0.9', '--top-p', '0.9', '--top-k', '50', '--quiet'];
+    const a = await rlplay(...args, '--seed', '3');
+    const b = await rlplay(...args, '--seed', '3');
+    const c = await rlplay(...args, '--seed', '4');
+    expect(a.code).toBe(0);
+    expect(a.stdout).toBe(b.stdout);
+    expect(a.stdout).not.toBe(c.stdout);
+    expect(a.stdout.startsWith('Once upon a time')).toBe(true);
+  });
+
+  test('a truncated model.safetensors fails with a clear message and a non-zero exit', async () => {
+    const { code, stdout, stderr } = await rlplay('logprobs', '--model', brokenDir, '--text', 'Once', '--json');
+    expect(code).not.toBe(0);
+    expect(stdout).toBe('');
+    expect(stderr).toMatch(/model\.safetensors/);
+    expect(stderr).toMatch(/truncated|download/i);
+  });
+
+  test('usage errors name the problem', async () => {
+    const missing = await rlplay('logprobs', '--model', join(tmpdir(), 'no-such-model-folder'), '--ids', '1,2');
+    expect(missing.code).not.toBe(0);
+    expect(missing.stderr).toMatch(/does not exist/);
+    const both = await rlplay('logprobs', '--model', STORIES260K_DIR);
+    expect(both.code).not.toBe(0);
+    expect(both.stderr).toMatch(/exactly one of --ids or --text/);
+    const badIds = await rlplay('logprobs', '--model', STORIES260K_DIR, '--ids', '1,x');
+    expect(badIds.code).not.toBe(0);
+    expect(badIds.stderr).toMatch(/comma-separated token ids/);
+    const outside = await rlplay('logprobs', '--model', STORIES260K_DIR, '--ids', '1,9999');
+    expect(outside.code).not.toBe(0);
+    expect(outside.stderr).toMatch(/outside the vocabulary/);
+  });
+});
