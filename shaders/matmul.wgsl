@@ -1,13 +1,15 @@
 // Matrix multiply against a weight stored the way PyTorch's nn.Linear stores it: [out, in], row-major.
 //
-//   y[m, yColumn0 + n] = alpha * sum_k x[m, k] * w[n, k]  (+ bias[yColumn0 + n])  (+ y[m, yColumn0 + n])
+//   y[m, yColumn0 + n] = alpha * sum_k x[m, k] * w[n, k]  (+ bias[wRow0 + n])  (+ y[m, yColumn0 + n])
 //
 // Shapes and layout (all f32, row-major):
 //   x    [M, K]      activations, row stride K
-//   w    [N, K]      one row-chunk of a weight (weights larger than one binding are split by rows;
-//                    the chunk that starts at output row yColumn0 writes columns yColumn0 .. yColumn0+N)
-//   bias [N_total]   read only when hasBias = 1 (a 4-byte dummy otherwise)
-//   y    [M, ldY]    output; with accumulate = 1 the product is added to what y holds (residual adds)
+//   w    [N, K]      one row-chunk of a weight: rows wRow0 .. wRow0+N of the whole matrix (weights
+//                    larger than one binding are split by rows)
+//   bias [N_total]   the whole weight's bias, read only when hasBias = 1 (a dummy otherwise)
+//   y    [M, ldY]    output; the chunk writes columns yColumn0 .. yColumn0+N (a LoRA update writes
+//                    the q, k or v slice of a fused qkv row); with accumulate = 1 the product is added
+//                    to what y holds (residual adds, LoRA updates)
 //
 // Two entry points share these bindings:
 //   matmul_tiled  4 rows x 4 columns per invocation, workgroup 8x8 (a 32x32 tile): many rows (prefill).
@@ -23,6 +25,10 @@ struct Params {
   accumulate: u32,
   hasBias: u32,
   alpha: f32,
+  wRow0: u32,
+  _pad0: u32,
+  _pad1: u32,
+  _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -38,7 +44,7 @@ fn store(m: u32, n: u32, value: f32) {
   let column = p.yColumn0 + n;
   var result = p.alpha * value;
   if (p.hasBias == 1u) {
-    result += bias[column];
+    result += bias[p.wRow0 + n];
   }
   let index = m * p.ldY + column;
   if (p.accumulate == 1u) {

@@ -1,7 +1,8 @@
 // Loading a model for a CLI command: the GPU, the folder (path or URL), with progress on stderr.
 import { requestNodeGpu } from '../engine/gpu/node-gpu.ts';
 import { loadModel, type Model } from '../engine/model.ts';
-import { openModelSource } from '../engine/model/source-node.ts';
+import type { GpuLoraAdapter } from '../engine/lora/gpu-adapter.ts';
+import { openAdapterSource, openModelSource } from '../engine/model/source-node.ts';
 import { byteProgress } from './progress.ts';
 
 export async function loadModelForCli(location: string, options: { quiet?: boolean } = {}): Promise<Model> {
@@ -11,4 +12,18 @@ export async function loadModelForCli(location: string, options: { quiet?: boole
   const model = await loadModel(gpu, source, (p) => progress?.update(`loading ${p.file}`, p.loadedBytes, p.totalBytes));
   progress?.done(`${source.location}: ${model.config.architecture}, ${model.config.numLayers} layers, vocabulary ${model.config.vocabSize} (WebGPU: ${gpu.adapterName})`);
   return model;
+}
+
+/** The model and, when --adapter is given, that PEFT adapter on the GPU. */
+export async function loadModelAndAdapter(location: string, adapterLocation: string | undefined, options: { quiet?: boolean } = {}): Promise<{ model: Model; adapter: GpuLoraAdapter | null }> {
+  const model = await loadModelForCli(location, options);
+  if (!adapterLocation) return { model, adapter: null };
+  try {
+    const adapter = await model.loadAdapter(openAdapterSource(adapterLocation));
+    if (!options.quiet) process.stderr.write(`adapter ${adapterLocation}: LoRA r=${adapter.settings.r}, alpha ${adapter.settings.alpha}, on ${adapter.settings.targets.join(', ')}\n`);
+    return { model, adapter };
+  } catch (error) {
+    model.dispose();
+    throw error;
+  }
 }

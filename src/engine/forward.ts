@@ -9,6 +9,8 @@ import { storageBuffer, uniformBuffer } from './gpu/buffers.ts';
 import type { Dispatch } from './gpu/kernels.ts';
 import type { GpuMatrix } from './gpu/matrix.ts';
 import type { GpuModel } from './gpu-model.ts';
+import type { GpuLoraAdapter } from './lora/gpu-adapter.ts';
+import type { LoraTarget } from './lora/adapter.ts';
 import { OpBuilder } from './ops.ts';
 
 export interface ForwardShape {
@@ -20,6 +22,8 @@ export interface ForwardShape {
   maskLen: number;
   /** Most token rows (B * T) one forward step may feed. */
   maxRows: number;
+  /** The LoRA adapter applied in every forward of this state (null: the base model). */
+  adapter: GpuLoraAdapter | null;
 }
 
 /** Buffers as bytes per row, to size forward chunks before allocating anything. */
@@ -66,6 +70,8 @@ export class ForwardState {
   readonly logits: GPUBuffer;
   readonly sampledIds: GPUBuffer;
   readonly sampledLogprobs: GPUBuffer;
+  /** x A^T of the LoRA module being applied, [maxRows, r]. */
+  readonly loraHidden: GPUBuffer | null;
   private readonly buffers: GPUBuffer[] = [];
 
   constructor(
@@ -107,6 +113,18 @@ export class ForwardState {
     this.logits = buffer(B * V * 4, 'logits');
     this.sampledIds = buffer(B * 4, 'sampled ids');
     this.sampledLogprobs = buffer(B * 4, 'sampled logprobs');
+    this.loraHidden = shape.adapter ? buffer(maxRows * shape.adapter.rank * 4, 'lora hidden') : null;
+  }
+
+  /** y[:, column0 ..] += scaling * (x A^T) B^T for the adapter's module at (layer, target), if any. */
+  private lora(layer: number, target: LoraTarget, x: GPUBuffer, y: GPUBuffer, R: number, ldY: number, column0 = 0): Dispatch[] {
+    const adapter = this.shape.adapter;
+    const module = adapter?.module(layer, target);
+    if (!adapter || !module) return [];
+    return [
+      ...this.ops.matmul(x, module.A, null, this.loraHidden!, { M: R }),
+      ...this.ops.matmul(this.loraHidden!, module.B, null, y, { M: R, ldY, column0, accumulate: true, alpha: adapter.scaling }),
+    ];
   }
 
   /** Sets where the next step's tokens go in the cache and the sampler's step counter. */
@@ -126,17 +144,25 @@ export class ForwardState {
     if (R > shape.maxRows) throw new RangeError(`forward of ${R} rows exceeds the ${shape.maxRows} this state holds`);
     const dims = { B: shape.B, T, H, Hk, D, S: shape.S };
     const dispatches: Dispatch[] = [...ops.gatherRows(model.embedding, ids, this.x, R)];
+    const qkvWidth = (H + 2 * Hk) * D;
     model.layers.forEach((layer, l) => {
       dispatches.push(
         ops.rmsnorm(this.x, layer.inputNorm, this.h, R, C, eps),
         ...ops.matmul(this.h, layer.qkv, layer.qkvBias, this.qkv, { M: R }),
+        ...this.lora(l, 'q_proj', this.h, this.qkv, R, qkvWidth, 0),
+        ...this.lora(l, 'k_proj', this.h, this.qkv, R, qkvWidth, H * D),
+        ...this.lora(l, 'v_proj', this.h, this.qkv, R, qkvWidth, (H + Hk) * D),
         ops.ropeAndStoreKv(this.qkv, this.positions, model.rope, this.kCache[l], this.vCache[l], this.cursor, dims),
         ops.attention(this.qkv, this.kCache[l], this.vCache[l], this.keyMask, this.attended, this.cursor, { ...dims, maskLen: shape.maskLen }),
         ...ops.matmul(this.attended, layer.o, layer.oBias, this.x, { M: R, accumulate: true }),
+        ...this.lora(l, 'o_proj', this.attended, this.x, R, C),
         ops.rmsnorm(this.x, layer.postAttentionNorm, this.h, R, C, eps),
         ...ops.matmul(this.h, layer.gateUp, null, this.gateUp, { M: R }),
+        ...this.lora(l, 'gate_proj', this.h, this.gateUp, R, 2 * F, 0),
+        ...this.lora(l, 'up_proj', this.h, this.gateUp, R, 2 * F, F),
         ops.siluMul(this.gateUp, this.act, R, F),
         ...ops.matmul(this.act, layer.down, null, this.x, { M: R, accumulate: true }),
+        ...this.lora(l, 'down_proj', this.act, this.x, R, C),
       );
     });
     return dispatches;

@@ -8,6 +8,7 @@
 import { readBuffers } from './gpu/buffers.ts';
 import { encodeDispatches, type Dispatch } from './gpu/kernels.ts';
 import type { GpuModel } from './gpu-model.ts';
+import type { GpuLoraAdapter } from './lora/gpu-adapter.ts';
 import { ForwardState, maxRowsPerStep } from './forward.ts';
 import { padLeft, positionsFromMask } from './padding.ts';
 import { resolveSampling, type SamplingOptions } from './sampling-params.ts';
@@ -17,6 +18,8 @@ export interface GenerateOptions {
   sampling?: SamplingOptions;
   /** A sequence stops after producing one of these (it is kept in the output). Default: none. */
   stopTokenIds?: number[];
+  /** Generate with this LoRA adapter applied (default: the base model). */
+  adapter?: GpuLoraAdapter | null;
   /** Called after every decode step with the tokens generated so far, per prompt. */
   onStep?: (newTokens: number[][]) => void;
 }
@@ -63,7 +66,7 @@ export async function generate(model: GpuModel, prompts: number[][], options: Ge
   const P = padded.length;
   const maxRows = Math.max(B, Math.min(B * P, maxRowsPerStep(model)));
   const chunk = Math.max(1, Math.floor(maxRows / B));
-  const state = new ForwardState(model, { B, S: P + maxNewTokens, maskLen: P, maxRows });
+  const state = new ForwardState(model, { B, S: P + maxNewTokens, maskLen: P, maxRows, adapter: options.adapter ?? null });
   try {
     const positions = positionsFromMask(padded.mask);
     state.write(state.keyMask, Uint32Array.from(padded.mask.flat()));

@@ -7,3 +7,6 @@ export { Model, loadModel } from './model.ts';
 export type { GenerateOptions, GenerateResult, GenerateStats } from './generate.ts';
 export type { ScoreOptions, ScoreResult } from './score.ts';
 export type { SamplingOptions } from './sampling-params.ts';
+export { LORA_TARGETS, type LoraSettings, type LoraTarget, type HostLoraAdapter } from './lora/adapter.ts';
+export type { GpuLoraAdapter } from './lora/gpu-adapter.ts';
+export { peftAdapterFiles, readPeftAdapter } from './lora/peft.ts';

@@ -6,6 +6,9 @@ import { loadModelFiles } from './model/load.ts';
 import type { LoadedModelFiles, ModelConfig, ModelSource, Tokenizer } from './model/types.ts';
 import type { WeightsProgress } from './model/weights.ts';
 import { score, type ScoreOptions, type ScoreResult } from './score.ts';
+import { initLoraAdapter, type HostLoraAdapter, type LoraSettings } from './lora/adapter.ts';
+import { GpuLoraAdapter } from './lora/gpu-adapter.ts';
+import { readPeftAdapter } from './lora/peft.ts';
 
 export class Model {
   readonly gpuModel: GpuModel;
@@ -33,6 +36,21 @@ export class Model {
   /** Log-probabilities (and optionally logits and hidden states) of given token sequences. */
   score(sequences: number[][], options?: ScoreOptions): Promise<ScoreResult> {
     return score(this.gpuModel, sequences, options);
+  }
+
+  /** Puts a LoRA adapter on the GPU; pass it as `adapter` to generate or score with it. */
+  uploadAdapter(adapter: HostLoraAdapter): GpuLoraAdapter {
+    return new GpuLoraAdapter(this.gpu, adapter);
+  }
+
+  /** Reads a PEFT adapter folder made for this model and puts it on the GPU. */
+  async loadAdapter(source: ModelSource): Promise<GpuLoraAdapter> {
+    return this.uploadAdapter(await readPeftAdapter(source, this.config));
+  }
+
+  /** A fresh PEFT-initialised adapter (B = 0: the model is unchanged until it trains). */
+  createAdapter(settings: LoraSettings, seed: number): HostLoraAdapter {
+    return initLoraAdapter(this.config, settings, seed, this.files.source.location);
   }
 
   dispose(): void {

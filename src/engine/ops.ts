@@ -13,6 +13,8 @@ export interface MatmulShape {
   /** Add into y instead of overwriting it. */
   accumulate?: boolean;
   alpha?: number;
+  /** First output column of y to write (default 0): a LoRA update of the k slice of a fused qkv row. */
+  column0?: number;
 }
 
 /** The tiled matmul pays off from this many rows; fewer rows use the one-row-per-invocation variant. */
@@ -43,10 +45,11 @@ export class OpBuilder {
   matmul(x: GPUBufferBinding | GPUBuffer, w: GpuMatrix, bias: GPUBuffer | null, y: GPUBufferBinding | GPUBuffer, shape: MatmulShape): Dispatch[] {
     const { M } = shape;
     const ldY = shape.ldY ?? w.rows;
-    if (ldY < w.rows) throw new RangeError(`matmul: output stride ${ldY} < ${w.rows} columns`);
+    if (ldY < (shape.column0 ?? 0) + w.rows) throw new RangeError(`matmul: output stride ${ldY} < ${(shape.column0 ?? 0) + w.rows} columns`);
     const tiled = M >= TILED_MATMUL_MIN_ROWS;
     return w.chunks.map((chunk) => {
-      const params = this.uniform('matmul', [M, chunk.rows, w.cols, ldY, chunk.rowStart, shape.accumulate ? 1 : 0, bias ? 1 : 0, { f32: shape.alpha ?? 1 }]);
+      const column0 = (shape.column0 ?? 0) + chunk.rowStart;
+      const params = this.uniform('matmul', [M, chunk.rows, w.cols, ldY, column0, shape.accumulate ? 1 : 0, bias ? 1 : 0, { f32: shape.alpha ?? 1 }, chunk.rowStart]);
       const workgroups: [number, number, number] = tiled
         ? [Math.ceil(chunk.rows / 32), Math.ceil(M / 32), 1]
         : [Math.ceil(chunk.rows / 256), M, 1];

@@ -5,12 +5,15 @@
 import { readBuffers, storageBuffer } from './gpu/buffers.ts';
 import { encodeDispatches, type Dispatch } from './gpu/kernels.ts';
 import type { GpuModel } from './gpu-model.ts';
+import type { GpuLoraAdapter } from './lora/gpu-adapter.ts';
 import { ForwardState, maxRowsPerStep } from './forward.ts';
 import { padLeft, positionsFromMask } from './padding.ts';
 
 export interface ScoreOptions {
   /** Also return the raw logits after every position (large: vocab floats per token). */
   logits?: boolean;
+  /** Score with this LoRA adapter applied (default: the base model). */
+  adapter?: GpuLoraAdapter | null;
   /** Also return the final hidden states (after the last RMSNorm) at these positions of each sequence. */
   hiddenAt?: number[][];
 }
@@ -46,7 +49,7 @@ export async function score(model: GpuModel, sequences: number[][], options: Sco
   const maxRows = Math.max(B, Math.min(B * P, maxRowsPerStep(model)));
   const chunk = Math.max(1, Math.floor(maxRows / B));
   const headRows = Math.max(ROW_ALIGN, Math.floor(model.gpu.maxBindingBytes / (V * 4) / ROW_ALIGN) * ROW_ALIGN);
-  const state = new ForwardState(model, { B, S: P, maskLen: P, maxRows });
+  const state = new ForwardState(model, { B, S: P, maskLen: P, maxRows, adapter: options.adapter ?? null });
   const headLogits = storageBuffer(device, Math.min(headRows, maxRows) * V * 4, 'score logits');
   const targets = storageBuffer(device, maxRows * 4, 'targets');
   const logprob = storageBuffer(device, maxRows * 4, 'logprob');

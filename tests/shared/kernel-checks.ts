@@ -34,7 +34,7 @@ async function withOps(gpu: GpuContext, headDim: number, body: (ops: OpBuilder) 
 }
 
 const matmulCheck: GpuCheck = {
-  name: 'matmul: tiled and row variants, bias, accumulate, alpha, split weights, column offsets',
+  name: 'matmul: tiled and row variants, bias, accumulate, alpha, split weights, output column offset and stride',
   async run(gpu) {
     const random = seededRandom(1);
     const cases = [
@@ -45,7 +45,7 @@ const matmulCheck: GpuCheck = {
       { M: 64, N: 130, K: 64 },
     ];
     for (const { M, N, K } of cases) {
-      for (const variant of [{ bias: false, accumulate: false, split: false }, { bias: true, accumulate: true, split: true }]) {
+      for (const variant of [{ bias: false, accumulate: false, split: false, column0: 0 }, { bias: true, accumulate: true, split: true, column0: 2 }]) {
         await withOps(gpu, 8, async (ops) => {
           const x = randomArray(random, M * K);
           const w = randomArray(random, N * K);
@@ -59,12 +59,15 @@ const matmulCheck: GpuCheck = {
           const yGpu = storageFrom(gpu.device, y0, 'y');
           const biasGpu = variant.bias ? storageFrom(gpu.device, bias, 'bias') : null;
           const alpha = variant.accumulate ? 0.5 : 1;
-          run(gpu, ops.matmul(xGpu, wGpu, biasGpu, yGpu, { M, ldY: N + extra, accumulate: variant.accumulate, alpha }));
+          run(gpu, ops.matmul(xGpu, wGpu, biasGpu, yGpu, { M, ldY: N + extra, accumulate: variant.accumulate, alpha, column0: variant.column0 }));
           const got = await readFloat32(gpu.device, yGpu, M * (N + extra));
           const product = ref.matmul(x, w, M, N, K, variant.bias ? bias : null, alpha);
           const expected = Float64Array.from(y0);
           for (let m = 0; m < M; m++)
-            for (let n = 0; n < N; n++) expected[m * (N + extra) + n] = product[m * N + n] + (variant.accumulate ? y0[m * (N + extra) + n] : 0);
+            for (let n = 0; n < N; n++) {
+              const at = m * (N + extra) + variant.column0 + n;
+              expected[at] = product[m * N + n] + (variant.accumulate ? y0[at] : 0);
+            }
           assertClose(got, expected, `matmul M=${M} N=${N} K=${K} ${JSON.stringify(variant)}`, 1e-5, 1e-5);
         });
       }

@@ -8,7 +8,9 @@ import type { ModelSource } from '../../src/engine/model/types.ts';
 import { padLeft } from '../../src/engine/padding.ts';
 import { referenceForward } from '../../src/engine/reference/model.ts';
 import { logSoftmax } from '../../src/engine/reference/ops.ts';
-import { assert, assertClose, assertEqual, maxAbsDiff, seededRandom } from './assert.ts';
+import { mergeLoraAdapter, type HostLoraAdapter, type LoraSettings } from '../../src/engine/lora/adapter.ts';
+import { peftAdapterFiles, readPeftAdapter } from '../../src/engine/lora/peft.ts';
+import { assert, assertClose, assertEqual, maxAbsDiff, randomArray, seededRandom } from './assert.ts';
 import { MemoryModelSource, tinyModelFiles, type TinyModelOptions } from './tiny-model.ts';
 
 export interface ModelCheck {
@@ -196,6 +198,95 @@ const storiesTokenizerCheck: ModelCheck = {
   },
 };
 
+/** An adapter with random A and B, so that it changes the model. */
+function randomAdapter(model: Model, settings: LoraSettings, seed: number): HostLoraAdapter {
+  const adapter = model.createAdapter(settings, seed);
+  const random = seededRandom(seed);
+  for (const m of adapter.modules) m.B = randomArray(random, m.B.length, 0.3);
+  return adapter;
+}
+
+const loraForwardCheck: ModelCheck = {
+  name: 'LoRA: adapted logits match the float64 reference with merged weights; generation uses the adapter',
+  async run(gpu) {
+    const cases: { shape: (typeof TINY_SHAPES)[number]; settings: LoraSettings }[] = [
+      { shape: TINY_SHAPES[0], settings: { r: 4, alpha: 8, targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'], rslora: false, dropout: 0, layers: null } },
+      { shape: TINY_SHAPES[1], settings: { r: 2, alpha: 3, targets: ['k_proj', 'up_proj'], rslora: true, dropout: 0, layers: [1] } },
+      { shape: TINY_SHAPES[3], settings: { r: 3, alpha: 6, targets: ['v_proj', 'down_proj'], rslora: false, dropout: 0, layers: null } },
+    ];
+    for (const [i, { shape, settings }] of cases.entries()) {
+      await withModel(await tinyModel(gpu, shape.options, shape.maxBindingBytes), async (model) => {
+        const host = randomAdapter(model, settings, 40 + i);
+        const adapter = model.uploadAdapter(host);
+        const sequences = randomSequences(seededRandom(50 + i), [7, 3], model.config.vocabSize);
+        const got = await model.score(sequences, { logits: true, adapter });
+        const base = await model.score(sequences, { logits: true });
+        const padded = padLeft(sequences, 0);
+        const ref = referenceForward(model.config, mergeLoraAdapter(model.files.weights, host), padded.ids, padded.mask);
+        const V = model.config.vocabSize;
+        let moved = 0;
+        sequences.forEach((ids, b) => ids.forEach((_, t) => {
+          const row = b * padded.length + padded.length - ids.length + t;
+          assertClose(got.logits![b][t], ref.logits.subarray(row * V, (row + 1) * V), `${shape.name} + LoRA r=${settings.r}: logits ${b}/${t}`);
+          moved = Math.max(moved, maxAbsDiff(got.logits![b][t], base.logits![b][t]));
+        }));
+        assert(moved > 1e-3, `the adapter changes the logits (max change ${moved})`);
+        const generated = await model.generate(sequences, { maxNewTokens: 4, sampling: { greedy: true }, adapter });
+        const scored = await model.score([[...sequences[0], ...generated.tokens[0]]], { adapter });
+        assertClose(generated.logprobs[0], scored.tokenLogprobs[0].slice(sequences[0].length) as number[], 'adapted generation log-probs agree with adapted scoring');
+        adapter.dispose();
+      });
+    }
+  },
+};
+
+const loraRoundTripCheck: ModelCheck = {
+  name: 'LoRA: a fresh adapter leaves logits exactly unchanged; PEFT save and load gives identical log-probs',
+  async run(gpu) {
+    await withModel(await tinyModel(gpu, TINY_SHAPES[0].options), async (model) => {
+      const settings: LoraSettings = { r: 4, alpha: 16, targets: ['q_proj', 'v_proj', 'gate_proj'], rslora: false, dropout: 0, layers: null };
+      const sequences = randomSequences(seededRandom(9), [6, 9], model.config.vocabSize);
+      const base = await model.score(sequences, { logits: true });
+      const fresh = model.createAdapter(settings, 1);
+      const reloadedFresh = await readPeftAdapter(new MemoryModelSource(peftAdapterFiles(fresh)), model.config);
+      const freshGpu = model.uploadAdapter(reloadedFresh);
+      const withFresh = await model.score(sequences, { logits: true, adapter: freshGpu });
+      sequences.forEach((ids, b) => ids.forEach((_, t) => assertEqual(Array.from(withFresh.logits![b][t]), Array.from(base.logits![b][t]), `fresh adapter: logits ${b}/${t} exactly the base model's`)));
+      const trained = randomAdapter(model, settings, 2);
+      const reloaded = await readPeftAdapter(new MemoryModelSource(peftAdapterFiles(trained)), model.config);
+      const before = await model.score(sequences, { adapter: model.uploadAdapter(trained) });
+      const after = await model.score(sequences, { adapter: model.uploadAdapter(reloaded) });
+      assertEqual(after.tokenLogprobs, before.tokenLogprobs, 'log-probs after a PEFT save and load');
+      freshGpu.dispose();
+    });
+  },
+};
+
+const storiesLoraCheck: ModelCheck = {
+  name: 'stories260K: the synthetic PEFT adapter reproduces the reference adapted logits (max abs diff <= 1e-4)',
+  needsFixture: true,
+  async run(gpu, fixture) {
+    await withModel(await loadModel(gpu, fixture!), async (model) => {
+      const adapter = await model.loadAdapter(subfolder(fixture!, 'lora-synthetic-r4'));
+      const ref = await readReference<ReferenceLogits>(fixture!, 'logits_once_upon_lora.json');
+      const got = await model.score([ref.ids], { logits: true, adapter });
+      const worst = Math.max(...ref.logits.map((row, t) => maxAbsDiff(got.logits![0][t], row)));
+      assert(worst <= 1e-4, `adapted logits max abs diff ${worst} > 1e-4`);
+      adapter.dispose();
+    });
+  },
+};
+
+/** The files of a folder inside a model source. */
+function subfolder(source: ModelSource, folder: string): ModelSource {
+  return {
+    location: `${source.location.replace(/\/$/, '')}/${folder}`,
+    exists: (file) => source.exists(`${folder}/${file}`),
+    readText: (file) => source.readText(`${folder}/${file}`),
+    readBytes: (file, onProgress) => source.readBytes(`${folder}/${file}`, onProgress),
+  };
+}
+
 export const modelChecks: ModelCheck[] = [
   tinyForwardCheck,
   tinyDecodeCheck,
@@ -204,4 +295,7 @@ export const modelChecks: ModelCheck[] = [
   storiesGreedyCheck,
   storiesBatchCheck,
   storiesTokenizerCheck,
+  loraForwardCheck,
+  loraRoundTripCheck,
+  storiesLoraCheck,
 ];

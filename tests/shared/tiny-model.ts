@@ -2,6 +2,7 @@
 // weights in safetensors bytes (F32/F16/BF16), a character-level tokenizer. Pure code, so the GPU
 // checks can build models both in Node and in the browser; tests/support/model-folder.ts writes
 // them to disk for the loader and CLI tests.
+import { float32Tensor, serializeSafetensors } from '../../src/engine/model/safetensors.ts';
 import type { ModelSource } from '../../src/engine/model/types.ts';
 
 export type FloatDtype = 'F32' | 'F16' | 'BF16';
@@ -157,31 +158,13 @@ export function syntheticTokenizer(vocabSize: number): TokenizerFiles {
 
 /** A safetensors file: u64 LE header length, JSON header padded with spaces to 8 bytes, the data in order. */
 export function writeSafetensors(tensors: TensorToWrite[]): Uint8Array {
-  const header: Record<string, unknown> = { __metadata__: { format: 'pt' } };
-  const payloads = tensors.map((t) => encodeTensor(t));
-  let offset = 0;
-  tensors.forEach((t, i) => {
-    header[t.name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + payloads[i].length] };
-    offset += payloads[i].length;
-  });
-  let headerText = JSON.stringify(header);
-  headerText += ' '.repeat((8 - (headerText.length % 8)) % 8);
-  const headerBytes = new TextEncoder().encode(headerText);
-  const bytes = new Uint8Array(8 + headerBytes.length + offset);
-  new DataView(bytes.buffer).setBigUint64(0, BigInt(headerBytes.length), true);
-  bytes.set(headerBytes, 8);
-  let position = 8 + headerBytes.length;
-  for (const payload of payloads) {
-    bytes.set(payload, position);
-    position += payload.length;
-  }
-  return bytes;
+  return serializeSafetensors(tensors.map((t) => ({ name: t.name, dtype: t.dtype, shape: t.shape, bytes: encodeTensor(t) })));
 }
 
 function encodeTensor({ dtype, data, shape, name }: TensorToWrite): Uint8Array {
+  if (dtype === 'F32') return float32Tensor(name, shape, data).bytes;
   const count = shape.reduce((n, d) => n * d, 1);
   if (count !== data.length) throw new Error(`${name}: shape [${shape}] holds ${count} values, data has ${data.length}`);
-  if (dtype === 'F32') return new Uint8Array(data.slice().buffer);
   const toBits = dtype === 'F16' ? float16Bits : bfloat16Bits;
   return new Uint8Array(Uint16Array.from(data, toBits).buffer);
 }

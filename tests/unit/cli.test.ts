@@ -84,6 +84,21 @@ describe.skipIf(!fixturePresent)('rlplay CLI on stories260K', () => {
     expect(a.stdout.startsWith('Once upon a time')).toBe(true);
   });
 
+  test('--adapter applies a PEFT adapter to logprobs and generate', async () => {
+    const ref = await reference('logits_once_upon_lora.json');
+    const adapter = join(STORIES260K_DIR, 'lora-synthetic-r4');
+    const { code, stdout } = await rlplay('logprobs', '--model', STORIES260K_DIR, '--adapter', adapter, '--ids', ref.ids.join(','), '--json');
+    expect(code).toBe(0);
+    JSON.parse(stdout).token_logprobs.slice(1).forEach((lp: number, i: number) => expect(Math.abs(lp - ref.token_logprobs[i + 1])).toBeLessThanOrEqual(1e-4));
+    const base = await rlplay('generate', '--model', STORIES260K_DIR, '--max-new-tokens', '40', '--greedy', '--quiet');
+    const adapted = await rlplay('generate', '--model', STORIES260K_DIR, '--adapter', adapter, '--max-new-tokens', '40', '--greedy', '--quiet');
+    expect(adapted.code).toBe(0);
+    expect(adapted.stdout).not.toBe(base.stdout);
+    const missing = await rlplay('generate', '--model', STORIES260K_DIR, '--adapter', brokenDir, '--max-new-tokens', '2');
+    expect(missing.code).not.toBe(0);
+    expect(missing.stderr).toMatch(/no adapter_config\.json/);
+  });
+
   test('a truncated model.safetensors fails with a clear message and a non-zero exit', async () => {
     const { code, stdout, stderr } = await rlplay('logprobs', '--model', brokenDir, '--text', 'Once', '--json');
     expect(code).not.toBe(0);

@@ -1,11 +1,12 @@
 // rlplay generate: continue a prompt with the model, streaming the text to stdout.
 import type { Command } from 'commander';
 import type { SamplingOptions } from '../../engine/sampling-params.ts';
-import { loadModelForCli } from '../load.ts';
+import { loadModelAndAdapter } from '../load.ts';
 import { parseNumber, parseWholeNumber } from '../parse.ts';
 
 interface GenerateFlags {
   model: string;
+  adapter?: string;
   prompt?: string;
   maxNewTokens: number;
   greedy?: boolean;
@@ -21,6 +22,7 @@ export function registerGenerate(program: Command): void {
     .command('generate')
     .description('generate text from a prompt on the WebGPU engine')
     .requiredOption('--model <dir|url>', 'model folder in Hugging Face layout, or an http(s) URL of one')
+    .option('--adapter <dir|url>', 'apply this PEFT LoRA adapter (adapter_config.json + adapter_model.safetensors)')
     .option('--prompt <text>', 'text to continue (default: start from BOS)')
     .requiredOption('--max-new-tokens <n>', 'how many tokens to generate at most', parseWholeNumber)
     .option('--greedy', 'always take the most likely token')
@@ -36,7 +38,7 @@ export function registerGenerate(program: Command): void {
       const sampling: SamplingOptions = flags.greedy
         ? { greedy: true }
         : { temperature: flags.temperature, topK: flags.topK, topP: flags.topP, seed: flags.seed };
-      const model = await loadModelForCli(flags.model, { quiet: flags.quiet });
+      const { model, adapter } = await loadModelAndAdapter(flags.model, flags.adapter, { quiet: flags.quiet });
       try {
         const prompt = flags.prompt ? model.tokenizer.encode(flags.prompt) : [model.tokenizer.bosTokenId ?? model.config.bosTokenId ?? 0];
         // Print the prompt, then each step's text as it arrives (decoding the whole continuation each
@@ -47,6 +49,7 @@ export function registerGenerate(program: Command): void {
           maxNewTokens: flags.maxNewTokens,
           sampling,
           stopTokenIds: model.tokenizer.eosTokenIds,
+          adapter,
           onStep: (tokens) => {
             const text = model.tokenizer.decode(tokens[0], { skipSpecialTokens: true });
             if (text.startsWith(printed)) process.stdout.write(text.slice(printed.length));
@@ -63,6 +66,7 @@ export function registerGenerate(program: Command): void {
           );
         }
       } finally {
+        adapter?.dispose();
         model.dispose();
       }
     });

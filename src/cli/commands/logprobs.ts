@@ -1,10 +1,11 @@
 // rlplay logprobs: per-token log-probabilities (and optionally logits) of a given text or id list.
 import type { Command } from 'commander';
-import { loadModelForCli } from '../load.ts';
+import { loadModelAndAdapter } from '../load.ts';
 import { parseIdList } from '../parse.ts';
 
 interface LogprobsFlags {
   model: string;
+  adapter?: string;
   ids?: number[];
   text?: string;
   logits?: boolean;
@@ -16,17 +17,18 @@ export function registerLogprobs(program: Command): void {
     .command('logprobs')
     .description('score a token sequence: log p(ids[t] | ids[<t]) for every t')
     .requiredOption('--model <dir|url>', 'model folder in Hugging Face layout, or an http(s) URL of one')
+    .option('--adapter <dir|url>', 'apply this PEFT LoRA adapter (adapter_config.json + adapter_model.safetensors)')
     .option('--ids <list>', 'comma-separated token ids, e.g. 1,403,407', parseIdList)
     .option('--text <text>', "text, encoded with the model's tokenizer (BOS added as its config says)")
     .option('--logits', 'also print the raw logits after every position')
     .option('--json', 'print one JSON object {"ids", "token_logprobs", "logits"}')
     .action(async (flags: LogprobsFlags) => {
       if ((flags.ids === undefined) === (flags.text === undefined)) throw new Error('give exactly one of --ids or --text');
-      const model = await loadModelForCli(flags.model, { quiet: flags.json });
+      const { model, adapter } = await loadModelAndAdapter(flags.model, flags.adapter, { quiet: flags.json });
       try {
         const ids = flags.ids ?? model.tokenizer.encode(flags.text!);
         if (ids.length === 0) throw new Error('the text encodes to no tokens: nothing to score');
-        const result = await model.score([ids], { logits: flags.logits });
+        const result = await model.score([ids], { logits: flags.logits, adapter });
         const tokenLogprobs = result.tokenLogprobs[0];
         if (flags.json) {
           const out: Record<string, unknown> = { ids, token_logprobs: tokenLogprobs };
@@ -43,6 +45,7 @@ export function registerLogprobs(program: Command): void {
         process.stdout.write(`    t       id     logprob  token\n${lines.join('\n')}\nsum of log-probs: ${total.toFixed(5)}\n`);
         if (flags.logits) process.stdout.write('(logits are printed with --json)\n');
       } finally {
+        adapter?.dispose();
         model.dispose();
       }
     });

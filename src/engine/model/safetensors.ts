@@ -155,3 +155,40 @@ function float16Table(): Float32Array {
   }
   return float16Values;
 }
+
+export interface TensorToSerialize {
+  name: string;
+  dtype: SafetensorsTensor['dtype'];
+  shape: number[];
+  /** Little-endian element bytes. */
+  bytes: Uint8Array;
+}
+
+/** A safetensors file: u64 header length, JSON header padded to 8 bytes, then the tensors in order. */
+export function serializeSafetensors(tensors: TensorToSerialize[], metadata: Record<string, string> = { format: 'pt' }): Uint8Array {
+  const header: Record<string, unknown> = { __metadata__: metadata };
+  let offset = 0;
+  for (const t of tensors) {
+    header[t.name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + t.bytes.length] };
+    offset += t.bytes.length;
+  }
+  let headerText = JSON.stringify(header);
+  headerText += ' '.repeat((8 - (headerText.length % 8)) % 8);
+  const headerBytes = new TextEncoder().encode(headerText);
+  const bytes = new Uint8Array(8 + headerBytes.length + offset);
+  new DataView(bytes.buffer).setBigUint64(0, BigInt(headerBytes.length), true);
+  bytes.set(headerBytes, 8);
+  let position = 8 + headerBytes.length;
+  for (const t of tensors) {
+    bytes.set(t.bytes, position);
+    position += t.bytes.length;
+  }
+  return bytes;
+}
+
+/** An F32 tensor for serializeSafetensors. */
+export function float32Tensor(name: string, shape: number[], data: Float32Array): TensorToSerialize {
+  const count = shape.reduce((n, d) => n * d, 1);
+  if (count !== data.length) throw new RangeError(`${name}: shape [${shape}] holds ${count} values, data has ${data.length}`);
+  return { name, dtype: 'F32', shape, bytes: new Uint8Array(data.slice().buffer) };
+}

@@ -72,6 +72,15 @@ export class FileModelSource implements ModelSource {
 
 /** A model source for a location given by a user: an http(s) URL or a local folder that must exist. */
 export function openModelSource(location: string): ModelSource {
+  return openFolder(location, 'model folder', 'config.json, model.safetensors and tokenizer.json');
+}
+
+/** A PEFT adapter folder given by a user: an http(s) URL or a local folder that must exist. */
+export function openAdapterSource(location: string): ModelSource {
+  return openFolder(location, 'adapter folder', 'adapter_config.json and adapter_model.safetensors');
+}
+
+function openFolder(location: string, what: string, holds: string): ModelSource {
   if (/^https?:\/\//i.test(location)) return new HttpModelSource(location);
   const folder = resolve(location);
   let isFolder: boolean;
@@ -79,18 +88,9 @@ export function openModelSource(location: string): ModelSource {
     isFolder = statSync(folder).isDirectory();
   } catch (error) {
     if (!isMissing(error)) throw new ModelLoadError(`${folder} could not be read: ${(error as Error).message}`, folder);
-    throw new ModelLoadError(
-      `model folder ${folder} does not exist; give a folder holding config.json, model.safetensors and ` +
-        'tokenizer.json, or an http(s) URL of one',
-      folder,
-    );
+    throw new ModelLoadError(`${what} ${folder} does not exist; give a folder holding ${holds}, or an http(s) URL of one`, folder);
   }
-  if (!isFolder) {
-    throw new ModelLoadError(
-      `${folder} is a file, not a folder; give the folder that holds config.json, model.safetensors and tokenizer.json`,
-      folder,
-    );
-  }
+  if (!isFolder) throw new ModelLoadError(`${folder} is a file, not a folder; give the folder that holds ${holds}`, folder);
   return new FileModelSource(folder);
 }
 

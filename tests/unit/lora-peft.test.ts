@@ -1,0 +1,80 @@
+// PEFT adapter files: the exact names and shapes PEFT writes, and clear errors for adapters that
+// do not fit the base model.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, test } from 'vitest';
+import { initLoraAdapter, type LoraSettings } from '../../src/engine/lora/adapter.ts';
+import { peftAdapterFiles, readPeftAdapter } from '../../src/engine/lora/peft.ts';
+import { parseModelConfig } from '../../src/engine/model/config.ts';
+import { parseSafetensors } from '../../src/engine/model/safetensors.ts';
+import { FileModelSource } from '../../src/engine/model/source-node.ts';
+import { ModelLoadError } from '../../src/engine/model/types.ts';
+import { STORIES260K_DIR } from '../support/model-folder.ts';
+import { MemoryModelSource, tinyModelConfig } from '../shared/tiny-model.ts';
+
+const config = parseModelConfig(tinyModelConfig({ numHeads: 4, numKvHeads: 2, hiddenSize: 16, intermediateSize: 40, numLayers: 2 }));
+const settings: LoraSettings = { r: 4, alpha: 8, targets: ['q_proj', 'k_proj', 'down_proj'], rslora: false, dropout: 0.05, layers: null };
+
+function files(overrides: { config?: Record<string, unknown> } = {}): MemoryModelSource {
+  const f = peftAdapterFiles(initLoraAdapter(config, settings, 3, 'tiny'));
+  if (overrides.config) {
+    const json = { ...JSON.parse(new TextDecoder().decode(f.get('adapter_config.json'))), ...overrides.config };
+    f.set('adapter_config.json', new TextEncoder().encode(JSON.stringify(json)));
+  }
+  return new MemoryModelSource(f, 'memory:adapter/');
+}
+
+async function loadError(source: MemoryModelSource, modelConfig = config): Promise<ModelLoadError> {
+  const error = await readPeftAdapter(source, modelConfig).catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(ModelLoadError);
+  return error as ModelLoadError;
+}
+
+describe('PEFT adapter format', () => {
+  test('written files use PEFT names, shapes and config fields', () => {
+    const f = peftAdapterFiles(initLoraAdapter(config, settings, 3, 'tiny-base'));
+    const cfg = JSON.parse(new TextDecoder().decode(f.get('adapter_config.json')));
+    expect(cfg).toMatchObject({ peft_type: 'LORA', task_type: 'CAUSAL_LM', r: 4, lora_alpha: 8, target_modules: ['q_proj', 'k_proj', 'down_proj'], base_model_name_or_path: 'tiny-base', bias: 'none', modules_to_save: null });
+    const tensors = parseSafetensors(f.get('adapter_model.safetensors')!, 'adapter_model.safetensors');
+    expect(tensors.get('base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight')?.shape).toEqual([4, 16]);
+    expect(tensors.get('base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight')?.shape).toEqual([16, 4]);
+    expect(tensors.get('base_model.model.model.layers.1.self_attn.k_proj.lora_B.weight')?.shape).toEqual([8, 4]);
+    expect(tensors.get('base_model.model.model.layers.1.mlp.down_proj.lora_A.weight')?.shape).toEqual([4, 40]);
+    expect(tensors.size).toBe(2 * 3 * 2);
+    expect([...tensors.keys()].some((k) => k.includes('.default.'))).toBe(false);
+  });
+
+  test('PEFT initialisation: A uniform within 1/sqrt(in), B zero, reproducible by seed', () => {
+    const a = initLoraAdapter(config, settings, 3, 'x');
+    const b = initLoraAdapter(config, settings, 3, 'x');
+    expect(a.modules[0].A).toEqual(b.modules[0].A);
+    const bound = 1 / Math.sqrt(16);
+    expect(Math.max(...a.modules[0].A.map(Math.abs))).toBeLessThanOrEqual(bound);
+    expect(Math.max(...a.modules[0].A.map(Math.abs))).toBeGreaterThan(bound * 0.8);
+    expect(a.modules.every((m) => m.B.every((v) => v === 0))).toBe(true);
+  });
+
+  test('unsupported or malformed adapter_config.json is named with its fix', async () => {
+    expect((await loadError(files({ config: { peft_type: 'IA3' } }))).message).toMatch(/peft_type .*only LoRA/);
+    expect((await loadError(files({ config: { target_modules: ['q_proj', 'lm_head'] } }))).message).toMatch(/"lm_head".*cannot be adapted/);
+    expect((await loadError(files({ config: { use_dora: true } }))).message).toMatch(/DoRA/);
+    expect((await loadError(files({ config: { modules_to_save: ['lm_head'] } }))).message).toMatch(/modules_to_save/);
+    expect((await loadError(files({ config: { r: 'four' } }))).message).toMatch(/\br\b.*not a number/);
+  });
+
+  test('an adapter for another base model fails on the first mismatched tensor', async () => {
+    const wider = parseModelConfig(tinyModelConfig({ numHeads: 4, numKvHeads: 2, hiddenSize: 32, intermediateSize: 40, numLayers: 2 }));
+    const error = await loadError(files(), wider);
+    expect(error.message).toMatch(/base_model\.model\.model\.layers\.0\.self_attn\.q_proj\.lora_A\.weight has shape \[4,16\] but this base model needs \[4, 32\]/);
+    expect(error.tensor).toBe('base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight');
+    const deeper = parseModelConfig(tinyModelConfig({ numHeads: 4, numKvHeads: 2, hiddenSize: 16, intermediateSize: 40, numLayers: 3 }));
+    expect((await loadError(files(), deeper)).message).toMatch(/layers\.2\.self_attn\.q_proj\.lora_A\.weight is missing/);
+  });
+
+  test.skipIf(!existsSync(STORIES260K_DIR))('the stories260K synthetic adapter (written by PEFT) loads', async () => {
+    const model = parseModelConfig(JSON.parse(await new FileModelSource(STORIES260K_DIR).readText('config.json')));
+    const adapter = await readPeftAdapter(new FileModelSource(join(STORIES260K_DIR, 'lora-synthetic-r4')), model);
+    expect(adapter.modules).toHaveLength(35);
+    expect(adapter.settings).toMatchObject({ r: 4, alpha: 8, rslora: false });
+  });
+});
