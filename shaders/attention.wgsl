@@ -6,6 +6,8 @@
 //   keyMask  [B, maskLen] u32         1 = real token, 0 = padding, for cache slots < maskLen (the prompt);
 //                                     slots >= maskLen hold generated tokens and are always real
 //   out      [B*T, H*D]
+//   lse      [B*T, H]   log-sum-exp of each query's scaled scores (max + log denominator), which the
+//                       backward pass uses to recompute attention probabilities without storing them
 //
 // Query (b, t) sits at cache slot cursor.slot0 + t and attends to the slots s <= slot0 + t that hold real
 // tokens. It always attends to itself too, so a padding query gets a finite (unused) output
@@ -41,6 +43,7 @@ struct Cursor {
 @group(0) @binding(4) var<storage, read> keyMask: array<u32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 @group(0) @binding(6) var<uniform> cursor: Cursor;
+@group(0) @binding(7) var<storage, read_write> lse: array<f32>;
 
 const WG: u32 = 64u;
 
@@ -90,4 +93,5 @@ fn attention(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgro
   for (var d = 0u; d < HEAD_DIM; d++) {
     out[outBase + d] = acc[d] / denominator;
   }
+  lse[index] = runningMax + log(denominator);
 }

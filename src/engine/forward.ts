@@ -61,6 +61,8 @@ export class ForwardState {
   readonly h: GPUBuffer;
   readonly qkv: GPUBuffer;
   readonly attended: GPUBuffer;
+  /** Log-sum-exp of each query's attention scores [maxRows, H] (read by the backward pass). */
+  readonly attentionLse: GPUBuffer;
   readonly gateUp: GPUBuffer;
   readonly act: GPUBuffer;
   /** Which row of the step is each sequence's newest token ([B] u32), and that row's states. */
@@ -105,6 +107,7 @@ export class ForwardState {
     this.h = buffer(maxRows * C * 4, 'h');
     this.qkv = buffer(maxRows * (H + 2 * Hk) * D * 4, 'qkv');
     this.attended = buffer(maxRows * H * D * 4, 'attended');
+    this.attentionLse = buffer(maxRows * H * 4, 'attention lse');
     this.gateUp = buffer(maxRows * 2 * F * 4, 'gate_up');
     this.act = buffer(maxRows * F * 4, 'act');
     this.lastRows = buffer(B * 4, 'last rows');
@@ -153,7 +156,7 @@ export class ForwardState {
         ...this.lora(l, 'k_proj', this.h, this.qkv, R, qkvWidth, H * D),
         ...this.lora(l, 'v_proj', this.h, this.qkv, R, qkvWidth, (H + Hk) * D),
         ops.ropeAndStoreKv(this.qkv, this.positions, model.rope, this.kCache[l], this.vCache[l], this.cursor, dims),
-        ops.attention(this.qkv, this.kCache[l], this.vCache[l], this.keyMask, this.attended, this.cursor, { ...dims, maskLen: shape.maskLen }),
+        ops.attention(this.qkv, this.kCache[l], this.vCache[l], this.keyMask, this.attended, this.attentionLse, this.cursor, { ...dims, maskLen: shape.maskLen }),
         ...ops.matmul(this.attended, layer.o, layer.oBias, this.x, { M: R, accumulate: true }),
         ...this.lora(l, 'o_proj', this.attended, this.x, R, C),
         ops.rmsnorm(this.x, layer.postAttentionNorm, this.h, R, C, eps),

@@ -157,11 +157,13 @@ const attentionCheck: GpuCheck = {
         const mask = Uint32Array.from({ length: s.B * s.maskLen }, (_, i) => (i % s.maskLen >= Math.floor(i / s.maskLen) ? 1 : 0));
         if (s.maskLen > 2) mask[1] = 0;
         const outGpu = storageBuffer(gpu.device, s.B * s.T * s.H * s.D * 4, 'out');
-        run(gpu, [ops.attention(storageFrom(gpu.device, qkv, 'qkv'), storageFrom(gpu.device, kCache, 'k'), storageFrom(gpu.device, vCache, 'v'), storageFrom(gpu.device, mask, 'mask'), outGpu, cursorBuffer(gpu.device, s.slot0, 0), s)]);
+        const lseGpu = storageBuffer(gpu.device, s.B * s.T * s.H * 4, 'lse');
+        run(gpu, [ops.attention(storageFrom(gpu.device, qkv, 'qkv'), storageFrom(gpu.device, kCache, 'k'), storageFrom(gpu.device, vCache, 'v'), storageFrom(gpu.device, mask, 'mask'), outGpu, lseGpu, cursorBuffer(gpu.device, s.slot0, 0), s)]);
         const q = new Float64Array(s.B * s.T * s.H * s.D);
         for (let r = 0; r < s.B * s.T; r++) q.set(qkv.subarray(r * width, r * width + s.H * s.D), r * s.H * s.D);
         const expected = ref.attention(q, kCache, vCache, mask, s);
-        assertClose(await readFloat32(gpu.device, outGpu, expected.length), expected, `attention ${JSON.stringify(s)}`, 1e-5, 1e-5);
+        assertClose(await readFloat32(gpu.device, outGpu, expected.out.length), expected.out, `attention ${JSON.stringify(s)}`, 1e-5, 1e-5);
+        assertClose(await readFloat32(gpu.device, lseGpu, expected.lse.length), expected.lse, `attention log-sum-exp ${JSON.stringify(s)}`, 1e-5, 1e-5);
       });
     }
   },

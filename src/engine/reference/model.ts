@@ -36,7 +36,7 @@ export function referenceForward(config: ModelConfig, weights: HostWeights, ids:
       for (let head = 0; head < Hk; head++) k.set(rotate(k.subarray((r * Hk + head) * D, (r * Hk + head + 1) * D), positions[r], table), (r * Hk + head) * D);
     }
     const cache = { B, T, H, Hk, D, S: T, maskLen: T, slot0: 0 };
-    const attended = attention(q, toCacheLayout(k, B, T, Hk, D), toCacheLayout(v, B, T, Hk, D), mask.flat(), cache);
+    const attended = attention(q, toCacheLayout(k, B, T, Hk, D), toCacheLayout(v, B, T, Hk, D), mask.flat(), cache).out;
     const o = linear(attended, R, layer.o);
     x = x.map((value, i) => value + o[i]);
     const h2 = rmsnorm(x, layer.postAttentionNorm.data, R, C, config.rmsNormEps);

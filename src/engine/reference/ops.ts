@@ -48,13 +48,15 @@ export function rotate(head: Vec, position: number, table: Vec): Float64Array {
  * Causal grouped-query attention of T new tokens per sequence against a KV cache, as attention.wgsl.
  * q [B, T, H, D] (already rotated); kCache, vCache [B, Hk, S, D]; keyMask [B, maskLen] (1 real, 0 padding;
  * slots >= maskLen are real). Query t sits at slot slot0 + t and sees real slots s <= slot0 + t, and itself.
+ * Also returns each query's log-sum-exp of scaled scores, lse [B, T, H].
  */
 export function attention(
   q: Vec, kCache: Vec, vCache: Vec, keyMask: Vec,
   s: { B: number; T: number; H: number; Hk: number; D: number; S: number; maskLen: number; slot0: number },
-): Float64Array {
+): { out: Float64Array; lse: Float64Array } {
   const { B, T, H, Hk, D, S, maskLen, slot0 } = s;
   const out = new Float64Array(B * T * H * D);
+  const lse = new Float64Array(B * T * H);
   const scale = 1 / Math.sqrt(D);
   for (let b = 0; b < B; b++) {
     for (let t = 0; t < T; t++) {
@@ -74,6 +76,7 @@ export function attention(
         const max = Math.max(...scores);
         const weights = scores.map((score) => Math.exp(score - max));
         const total = weights.reduce((a, c) => a + c, 0);
+        lse[(b * T + t) * H + h] = max + Math.log(total);
         for (let d = 0; d < D; d++) {
           let sum = 0;
           slots.forEach((key, i) => (sum += weights[i] * vCache[(kvBase + key) * D + d]));
@@ -82,7 +85,7 @@ export function attention(
       }
     }
   }
-  return out;
+  return { out, lse };
 }
 
 /** Rearranges per-token heads x [B, T, Hk, D] into the cache layout [B, Hk, T, D]. */
