@@ -1,19 +1,19 @@
-// Matrix multiply against a weight stored the way PyTorch's nn.Linear stores it: [out, in], row-major.
+// Matrix multiply with strided operands, which covers the forward pass against a weight stored the
+// way PyTorch's nn.Linear stores it ([out, in], row-major) and every product of the backward pass:
 //
-//   y[m, yColumn0 + n] = alpha * sum_k x[m, k] * w[n, k]  (+ bias[wRow0 + n])  (+ y[m, yColumn0 + n])
+//   y[m, yColumn0 + n] = alpha * sum_k A(m, k) * B(n, k)  (+ bias[wRow0 + n])  (+ y[m, yColumn0 + n])
+//   A(m, k) = a[aOffset + m * sAm + k * sAk],   B(n, k) = b[bOffset + n * sBn + k * sBk]
 //
-// Shapes and layout (all f32, row-major):
-//   x    [M, K]      activations, row stride K
-//   w    [N, K]      one row-chunk of a weight: rows wRow0 .. wRow0+N of the whole matrix (weights
-//                    larger than one binding are split by rows)
-//   bias [N_total]   the whole weight's bias, read only when hasBias = 1 (a dummy otherwise)
-//   y    [M, ldY]    output; the chunk writes columns yColumn0 .. yColumn0+N (a LoRA update writes
-//                    the q, k or v slice of a fused qkv row); with accumulate = 1 the product is added
-//                    to what y holds (residual adds, LoRA updates)
+// Forward y = x W^T: a = x [M, K] (sAm = K, sAk = 1), b = W [N, K] (sBn = K, sBk = 1). Weights larger
+// than one binding are split by rows: a chunk holds rows wRow0 .. wRow0+N and writes those columns.
+// Input gradient dx = dy W: A = dy, B(n, k) = W[k, n] (sBn = 1, sBk = in). Weight gradient
+// dW = dy^T x: A(n, m) = dy[m, n] (sAm = 1, sAk = ld), B(k, m) = x[m, k] (sBn = 1, sBk = K).
 //
+// Shapes: y [M, ldY] row-major f32; with accumulate = 1 the product is added to what y holds
+// (residual adds, LoRA updates, gradient accumulation); bias [N_total] read only when hasBias = 1.
 // Two entry points share these bindings:
-//   matmul_tiled  4 rows x 4 columns per invocation, workgroup 8x8 (a 32x32 tile): many rows (prefill).
-//   matmul_rows   1 row x 4 columns per invocation, workgroup 64: a few rows (decode, one token a sequence).
+//   matmul_tiled  4 rows x 4 columns per invocation, workgroup 8x8 (a 32x32 tile): many rows.
+//   matmul_rows   1 row x 4 columns per invocation, workgroup 64: a few rows (decode).
 // Both keep the tile in registers and use no workgroup barriers (they stall SwiftShader).
 
 struct Params {
@@ -26,14 +26,18 @@ struct Params {
   hasBias: u32,
   alpha: f32,
   wRow0: u32,
-  _pad0: u32,
-  _pad1: u32,
-  _pad2: u32,
+  sAm: u32,
+  sAk: u32,
+  sBn: u32,
+  sBk: u32,
+  aOffset: u32,
+  bOffset: u32,
+  _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(1) var<storage, read> a: array<f32>;
+@group(0) @binding(2) var<storage, read> b: array<f32>;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
@@ -61,18 +65,20 @@ fn matmul_tiled(@builtin(global_invocation_id) gid: vec3<u32>) {
     return;
   }
   // Out-of-range rows and columns read a valid row instead; their results are never stored.
-  let xRow = vec4<u32>(min(m0, p.M - 1u), min(m0 + 1u, p.M - 1u), min(m0 + 2u, p.M - 1u), min(m0 + 3u, p.M - 1u)) * p.K;
-  let wRow = vec4<u32>(min(n0, p.N - 1u), min(n0 + 1u, p.N - 1u), min(n0 + 2u, p.N - 1u), min(n0 + 3u, p.N - 1u)) * p.K;
+  let aRow = p.aOffset + vec4<u32>(min(m0, p.M - 1u), min(m0 + 1u, p.M - 1u), min(m0 + 2u, p.M - 1u), min(m0 + 3u, p.M - 1u)) * p.sAm;
+  let bRow = p.bOffset + vec4<u32>(min(n0, p.N - 1u), min(n0 + 1u, p.N - 1u), min(n0 + 2u, p.N - 1u), min(n0 + 3u, p.N - 1u)) * p.sBn;
   var acc0 = vec4<f32>(0.0);
   var acc1 = vec4<f32>(0.0);
   var acc2 = vec4<f32>(0.0);
   var acc3 = vec4<f32>(0.0);
   for (var k = 0u; k < p.K; k++) {
-    let wv = vec4<f32>(w[wRow.x + k], w[wRow.y + k], w[wRow.z + k], w[wRow.w + k]);
-    acc0 += x[xRow.x + k] * wv;
-    acc1 += x[xRow.y + k] * wv;
-    acc2 += x[xRow.z + k] * wv;
-    acc3 += x[xRow.w + k] * wv;
+    let ak = k * p.sAk;
+    let bk = k * p.sBk;
+    let bv = vec4<f32>(b[bRow.x + bk], b[bRow.y + bk], b[bRow.z + bk], b[bRow.w + bk]);
+    acc0 += a[aRow.x + ak] * bv;
+    acc1 += a[aRow.y + ak] * bv;
+    acc2 += a[aRow.z + ak] * bv;
+    acc3 += a[aRow.w + ak] * bv;
   }
   let rows = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
   for (var i = 0u; i < 4u; i++) {
@@ -89,11 +95,12 @@ fn matmul_rows(@builtin(global_invocation_id) gid: vec3<u32>) {
   if (n0 >= p.N || m >= p.M) {
     return;
   }
-  let xRow = m * p.K;
-  let wRow = vec4<u32>(n0, min(n0 + 1u, p.N - 1u), min(n0 + 2u, p.N - 1u), min(n0 + 3u, p.N - 1u)) * p.K;
+  let aRow = p.aOffset + m * p.sAm;
+  let bRow = p.bOffset + vec4<u32>(n0, min(n0 + 1u, p.N - 1u), min(n0 + 2u, p.N - 1u), min(n0 + 3u, p.N - 1u)) * p.sBn;
   var acc = vec4<f32>(0.0);
   for (var k = 0u; k < p.K; k++) {
-    acc += x[xRow + k] * vec4<f32>(w[wRow.x + k], w[wRow.y + k], w[wRow.z + k], w[wRow.w + k]);
+    let bk = k * p.sBk;
+    acc += a[aRow + k * p.sAk] * vec4<f32>(b[bRow.x + bk], b[bRow.y + bk], b[bRow.z + bk], b[bRow.w + bk]);
   }
   for (var j = 0u; j < 4u; j++) {
     store(m, n0 + j, acc[j]);

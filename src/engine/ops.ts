@@ -5,9 +5,30 @@ import { grid, uniformBuffer, type UniformField } from './gpu/buffers.ts';
 import type { Dispatch, Kernels } from './gpu/kernels.ts';
 import type { GpuMatrix } from './gpu/matrix.ts';
 
+/** A buffer or a range of one, as bound to a kernel. */
+export type Binding = GPUBuffer | GPUBufferBinding;
+
+export interface GemmShape {
+  M: number;
+  N: number;
+  K: number;
+  sAm: number;
+  sAk: number;
+  sBn: number;
+  sBk: number;
+  aOffset?: number;
+  bOffset?: number;
+  ldY?: number;
+  column0?: number;
+  accumulate?: boolean;
+  alpha?: number;
+}
+
 export interface MatmulShape {
   /** Rows of x and y. */
   M: number;
+  /** Row stride of x (default: the weight's columns). */
+  ldX?: number;
   /** Row stride of y (>= the weight's rows). */
   ldY?: number;
   /** Add into y instead of overwriting it. */
@@ -41,21 +62,45 @@ export class OpBuilder {
     return this.own(uniformBuffer(this.device, fields, label));
   }
 
-  /** y[:, cols] (+)= alpha * x . w^T + bias, one dispatch per row-chunk of w. x [M, K], w [N, K]. */
-  matmul(x: GPUBufferBinding | GPUBuffer, w: GpuMatrix, bias: GPUBuffer | null, y: GPUBufferBinding | GPUBuffer, shape: MatmulShape): Dispatch[] {
-    const { M } = shape;
-    const ldY = shape.ldY ?? w.rows;
-    if (ldY < (shape.column0 ?? 0) + w.rows) throw new RangeError(`matmul: output stride ${ldY} < ${(shape.column0 ?? 0) + w.rows} columns`);
-    const tiled = M >= TILED_MATMUL_MIN_ROWS;
-    return w.chunks.map((chunk) => {
-      const column0 = (shape.column0 ?? 0) + chunk.rowStart;
-      const params = this.uniform('matmul', [M, chunk.rows, w.cols, ldY, column0, shape.accumulate ? 1 : 0, bias ? 1 : 0, { f32: shape.alpha ?? 1 }, chunk.rowStart]);
-      const workgroups: [number, number, number] = tiled
-        ? [Math.ceil(chunk.rows / 32), Math.ceil(M / 32), 1]
-        : [Math.ceil(chunk.rows / 256), M, 1];
-      if (workgroups[1] > 65535) throw new RangeError(`matmul: ${M} rows exceed one dispatch; split the batch`);
-      return this.kernels.dispatch(tiled ? 'matmul_tiled' : 'matmul_rows', [params, x, chunk.buffer, bias ?? this.dummy, y], workgroups);
-    });
+  /**
+   * The general strided product of matmul.wgsl: y[m, column0 + n] (+)= alpha sum_k A(m, k) B(n, k),
+   * A(m, k) = a[aOffset + m sAm + k sAk], B(n, k) = b[bOffset + n sBn + k sBk].
+   */
+  gemm(a: Binding, b: Binding, y: Binding, g: GemmShape, bias: { buffer: GPUBuffer; row0: number } | null = null): Dispatch {
+    const ldY = g.ldY ?? g.N;
+    if (ldY < (g.column0 ?? 0) + g.N) throw new RangeError(`matmul: output stride ${ldY} < ${(g.column0 ?? 0) + g.N} columns`);
+    const tiled = g.M >= TILED_MATMUL_MIN_ROWS;
+    const params = this.uniform('matmul', [
+      g.M, g.N, g.K, ldY, g.column0 ?? 0, g.accumulate ? 1 : 0, bias ? 1 : 0, { f32: g.alpha ?? 1 }, bias?.row0 ?? 0,
+      g.sAm, g.sAk, g.sBn, g.sBk, g.aOffset ?? 0, g.bOffset ?? 0,
+    ]);
+    const workgroups: [number, number, number] = tiled ? [Math.ceil(g.N / 32), Math.ceil(g.M / 32), 1] : [Math.ceil(g.N / 256), g.M, 1];
+    if (workgroups[1] > 65535) throw new RangeError(`matmul: ${g.M} rows exceed one dispatch; split the batch`);
+    return this.kernels.dispatch(tiled ? 'matmul_tiled' : 'matmul_rows', [params, a, b, bias?.buffer ?? this.dummy, y], workgroups);
+  }
+
+  /** y[:, column0 ..] (+)= alpha * x . w^T + bias, one dispatch per row-chunk of w. x [M, K] (row stride ldX), w [N, K]. */
+  matmul(x: Binding, w: GpuMatrix, bias: GPUBuffer | null, y: Binding, shape: MatmulShape): Dispatch[] {
+    const K = w.cols;
+    return w.chunks.map((chunk) =>
+      this.gemm(x, chunk.buffer, y, {
+        M: shape.M, N: chunk.rows, K, ldY: shape.ldY ?? (shape.column0 ?? 0) + w.rows, column0: (shape.column0 ?? 0) + chunk.rowStart,
+        accumulate: shape.accumulate, alpha: shape.alpha, sAm: shape.ldX ?? K, sAk: 1, sBn: K, sBk: 1,
+      }, bias ? { buffer: bias, row0: chunk.rowStart } : null),
+    );
+  }
+
+  /**
+   * The input gradient of y = x w^T: dx (+)= alpha * dy[:, dyColumn0 ..] . w, dy [M, ldDy], w [N, K], dx [M, K].
+   * Row-chunks of w each add their part.
+   */
+  matmulInputGrad(dy: Binding, w: GpuMatrix, dx: Binding, shape: { M: number; ldDy: number; dyColumn0?: number; accumulate?: boolean; alpha?: number }): Dispatch[] {
+    return w.chunks.map((chunk, i) =>
+      this.gemm(dy, chunk.buffer, dx, {
+        M: shape.M, N: w.cols, K: chunk.rows, ldY: w.cols, accumulate: shape.accumulate || i > 0, alpha: shape.alpha,
+        sAm: shape.ldDy, sAk: 1, aOffset: (shape.dyColumn0 ?? 0) + chunk.rowStart, sBn: 1, sBk: w.cols,
+      }),
+    );
   }
 
   /** y = RMSNorm(x) * weight, x and y [R, C]. */

@@ -75,6 +75,37 @@ const matmulCheck: GpuCheck = {
   },
 };
 
+const gradientMatmulCheck: GpuCheck = {
+  name: 'matmul: strided products of the backward pass (input gradient across split weights, weight gradient)',
+  async run(gpu) {
+    const random = seededRandom(9);
+    for (const { M, N, K } of [{ M: 2, N: 9, K: 5 }, { M: 37, N: 21, K: 18 }]) {
+      await withOps(gpu, 8, async (ops) => {
+        const extra = 4; // dy is a slice of wider rows, starting at column 3
+        const ldDy = N + extra;
+        const dy = randomArray(random, M * ldDy);
+        const w = randomArray(random, N * K);
+        const x = randomArray(random, M * K);
+        const dyAt = (m: number, n: number) => dy[m * ldDy + 3 + n];
+        // dx = dy[:, 3:3+N] . w, with w split in row chunks
+        const dxGpu = storageBuffer(gpu.device, M * K * 4, 'dx');
+        const wGpu = uploadMatrix(gpu.device, w, N, K, Math.max(K * 4, Math.floor(N / 2) * K * 4), 'w');
+        run(gpu, ops.matmulInputGrad(storageFrom(gpu.device, dy, 'dy'), wGpu, dxGpu, { M, ldDy, dyColumn0: 3 }));
+        const dx = new Float64Array(M * K);
+        for (let m = 0; m < M; m++) for (let k = 0; k < K; k++) for (let n = 0; n < N; n++) dx[m * K + k] += dyAt(m, n) * w[n * K + k];
+        assertClose(await readFloat32(gpu.device, dxGpu, M * K), dx, `input gradient M=${M} N=${N} K=${K}`, 1e-5, 1e-5);
+        // dW = dy[:, 3:3+N]^T . x  (reduction over the M rows), accumulated onto an existing gradient
+        const dw0 = randomArray(random, N * K);
+        const dwGpu = storageFrom(gpu.device, dw0, 'dw');
+        run(gpu, [ops.gemm(storageFrom(gpu.device, dy, 'dy'), storageFrom(gpu.device, x, 'x'), dwGpu, { M: N, N: K, K: M, sAm: 1, sAk: ldDy, aOffset: 3, sBn: 1, sBk: K, accumulate: true })]);
+        const dw = Float64Array.from(dw0);
+        for (let n = 0; n < N; n++) for (let k = 0; k < K; k++) for (let m = 0; m < M; m++) dw[n * K + k] += dyAt(m, n) * x[m * K + k];
+        assertClose(await readFloat32(gpu.device, dwGpu, N * K), dw, `weight gradient M=${M} N=${N} K=${K}`, 1e-5, 1e-5);
+      });
+    }
+  },
+};
+
 const rmsnormCheck: GpuCheck = {
   name: 'rmsnorm',
   async run(gpu) {
@@ -270,4 +301,4 @@ const gridCheck: GpuCheck = {
   },
 };
 
-export const kernelChecks: GpuCheck[] = [matmulCheck, rmsnormCheck, ropeCheck, attentionCheck, gatherCheck, siluCheck, logprobsCheck, samplingCheck, gridCheck];
+export const kernelChecks: GpuCheck[] = [matmulCheck, gradientMatmulCheck, rmsnormCheck, ropeCheck, attentionCheck, gatherCheck, siluCheck, logprobsCheck, samplingCheck, gridCheck];
