@@ -45,6 +45,27 @@ export function maxRowsPerStep(model: GpuModel, budgetBytes = 256 * 2 ** 20): nu
   return Math.max(1, Math.min(byBinding, byBudget));
 }
 
+/**
+ * The buffers one layer's forward reads and writes. In inference every layer shares one set; the
+ * training state gives each layer its own, so that the backward pass finds what the forward saw.
+ */
+export interface LayerActivations {
+  /** Normalised input of the attention block [rows, C]. */
+  h1: GPUBuffer;
+  qkv: GPUBuffer;
+  attended: GPUBuffer;
+  lse: GPUBuffer;
+  /** Normalised input of the MLP block [rows, C]. */
+  h2: GPUBuffer;
+  gateUp: GPUBuffer;
+  act: GPUBuffer;
+  /** x A^T of the adapted projection `target`, [rows, r]. */
+  loraHidden(target: LoraTarget): GPUBuffer;
+  /** Copies of the residual stream before each block's norm (training only). */
+  xIn?: GPUBuffer;
+  xMid?: GPUBuffer;
+}
+
 export class ForwardState {
   readonly ops: OpBuilder;
   readonly kCache: GPUBuffer[];
@@ -74,7 +95,8 @@ export class ForwardState {
   readonly sampledLogprobs: GPUBuffer;
   /** x A^T of the LoRA module being applied, [maxRows, r]. */
   readonly loraHidden: GPUBuffer | null;
-  private readonly buffers: GPUBuffer[] = [];
+  protected readonly buffers: GPUBuffer[] = [];
+  private identityRows: GPUBuffer | undefined;
 
   constructor(
     readonly model: GpuModel,
@@ -119,15 +141,43 @@ export class ForwardState {
     this.loraHidden = shape.adapter ? buffer(maxRows * shape.adapter.rank * 4, 'lora hidden') : null;
   }
 
+  /** The buffers layer l works in: shared by every layer here; one set per layer when training. */
+  protected layerActivations(_layer: number): LayerActivations {
+    return {
+      h1: this.h,
+      qkv: this.qkv,
+      attended: this.attended,
+      lse: this.attentionLse,
+      h2: this.h,
+      gateUp: this.gateUp,
+      act: this.act,
+      loraHidden: () => this.loraHidden!,
+    };
+  }
+
   /** y[:, column0 ..] += scaling * (x A^T) B^T for the adapter's module at (layer, target), if any. */
-  private lora(layer: number, target: LoraTarget, x: GPUBuffer, y: GPUBuffer, R: number, ldY: number, column0 = 0): Dispatch[] {
+  private lora(layer: number, target: LoraTarget, a: LayerActivations, x: GPUBuffer, y: GPUBuffer, R: number, ldY: number, column0 = 0): Dispatch[] {
     const adapter = this.shape.adapter;
     const module = adapter?.module(layer, target);
     if (!adapter || !module) return [];
+    const hidden = a.loraHidden(target);
     return [
-      ...this.ops.matmul(x, module.A, null, this.loraHidden!, { M: R }),
-      ...this.ops.matmul(this.loraHidden!, module.B, null, y, { M: R, ldY, column0, accumulate: true, alpha: adapter.scaling }),
+      ...this.ops.matmul(x, module.A, null, hidden, { M: R }),
+      ...this.ops.matmul(hidden, module.B, null, y, { M: R, ldY, column0, accumulate: true, alpha: adapter.scaling }),
     ];
+  }
+
+  /** A copy of the first R rows of the residual stream (a gather with the identity row list). */
+  private saveResidual(to: GPUBuffer | undefined, R: number): Dispatch[] {
+    if (!to) return [];
+    const C = this.model.config.hiddenSize;
+    this.identityRows ??= (() => {
+      const rows = storageBuffer(this.model.gpu.device, this.shape.maxRows * 4, 'identity rows');
+      this.write(rows, Uint32Array.from({ length: this.shape.maxRows }, (_, i) => i));
+      this.buffers.push(rows);
+      return rows;
+    })();
+    return this.ops.gatherRows({ rows: R, cols: C, chunks: [{ buffer: this.x, rowStart: 0, rows: R }] }, this.identityRows, to, R);
   }
 
   /** Sets where the next step's tokens go in the cache and the sampler's step counter. */
@@ -149,23 +199,26 @@ export class ForwardState {
     const dispatches: Dispatch[] = [...ops.gatherRows(model.embedding, ids, this.x, R)];
     const qkvWidth = (H + 2 * Hk) * D;
     model.layers.forEach((layer, l) => {
+      const a = this.layerActivations(l);
       dispatches.push(
-        ops.rmsnorm(this.x, layer.inputNorm, this.h, R, C, eps),
-        ...ops.matmul(this.h, layer.qkv, layer.qkvBias, this.qkv, { M: R }),
-        ...this.lora(l, 'q_proj', this.h, this.qkv, R, qkvWidth, 0),
-        ...this.lora(l, 'k_proj', this.h, this.qkv, R, qkvWidth, H * D),
-        ...this.lora(l, 'v_proj', this.h, this.qkv, R, qkvWidth, (H + Hk) * D),
-        ops.ropeAndStoreKv(this.qkv, this.positions, model.rope, this.kCache[l], this.vCache[l], this.cursor, dims),
-        ops.attention(this.qkv, this.kCache[l], this.vCache[l], this.keyMask, this.attended, this.attentionLse, this.cursor, { ...dims, maskLen: shape.maskLen }),
-        ...ops.matmul(this.attended, layer.o, layer.oBias, this.x, { M: R, accumulate: true }),
-        ...this.lora(l, 'o_proj', this.attended, this.x, R, C),
-        ops.rmsnorm(this.x, layer.postAttentionNorm, this.h, R, C, eps),
-        ...ops.matmul(this.h, layer.gateUp, null, this.gateUp, { M: R }),
-        ...this.lora(l, 'gate_proj', this.h, this.gateUp, R, 2 * F, 0),
-        ...this.lora(l, 'up_proj', this.h, this.gateUp, R, 2 * F, F),
-        ops.siluMul(this.gateUp, this.act, R, F),
-        ...ops.matmul(this.act, layer.down, null, this.x, { M: R, accumulate: true }),
-        ...this.lora(l, 'down_proj', this.act, this.x, R, C),
+        ...this.saveResidual(a.xIn, R),
+        ops.rmsnorm(this.x, layer.inputNorm, a.h1, R, C, eps),
+        ...ops.matmul(a.h1, layer.qkv, layer.qkvBias, a.qkv, { M: R }),
+        ...this.lora(l, 'q_proj', a, a.h1, a.qkv, R, qkvWidth, 0),
+        ...this.lora(l, 'k_proj', a, a.h1, a.qkv, R, qkvWidth, H * D),
+        ...this.lora(l, 'v_proj', a, a.h1, a.qkv, R, qkvWidth, (H + Hk) * D),
+        ops.ropeAndStoreKv(a.qkv, this.positions, model.rope, this.kCache[l], this.vCache[l], this.cursor, dims),
+        ops.attention(a.qkv, this.kCache[l], this.vCache[l], this.keyMask, a.attended, a.lse, this.cursor, { ...dims, maskLen: shape.maskLen }),
+        ...ops.matmul(a.attended, layer.o, layer.oBias, this.x, { M: R, accumulate: true }),
+        ...this.lora(l, 'o_proj', a, a.attended, this.x, R, C),
+        ...this.saveResidual(a.xMid, R),
+        ops.rmsnorm(this.x, layer.postAttentionNorm, a.h2, R, C, eps),
+        ...ops.matmul(a.h2, layer.gateUp, null, a.gateUp, { M: R }),
+        ...this.lora(l, 'gate_proj', a, a.h2, a.gateUp, R, 2 * F, 0),
+        ...this.lora(l, 'up_proj', a, a.h2, a.gateUp, R, 2 * F, F),
+        ops.siluMul(a.gateUp, a.act, R, F),
+        ...ops.matmul(a.act, layer.down, null, this.x, { M: R, accumulate: true }),
+        ...this.lora(l, 'down_proj', a, a.act, this.x, R, C),
       );
     });
     return dispatches;

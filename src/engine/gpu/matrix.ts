@@ -3,7 +3,8 @@
 import { storageFrom } from './buffers.ts';
 
 export interface MatrixChunk {
-  buffer: GPUBuffer;
+  /** A buffer of its own, or a range of a shared one (trainable parameters live in one flat buffer). */
+  buffer: GPUBuffer | GPUBufferBinding;
   /** First matrix row held by this chunk. */
   rowStart: number;
   rows: number;
@@ -29,6 +30,7 @@ export function uploadMatrix(device: GPUDevice, data: Float32Array, rows: number
   return { rows, cols, chunks };
 }
 
+/** Frees the buffers a matrix owns (ranges of shared buffers belong to their owner). */
 export function destroyMatrix(matrix: GpuMatrix): void {
-  for (const chunk of matrix.chunks) chunk.buffer.destroy();
+  for (const chunk of matrix.chunks) if (!('buffer' in chunk.buffer)) chunk.buffer.destroy();
 }
