@@ -66,7 +66,7 @@ export class OpBuilder {
    * The general strided product of matmul.wgsl: y[m, column0 + n] (+)= alpha sum_k A(m, k) B(n, k),
    * A(m, k) = a[aOffset + m sAm + k sAk], B(n, k) = b[bOffset + n sBn + k sBk].
    */
-  gemm(a: Binding, b: Binding, y: Binding, g: GemmShape, bias: { buffer: GPUBuffer; row0: number } | null = null): Dispatch {
+  gemm(a: Binding, b: Binding, y: Binding, g: GemmShape, bias: { buffer: Binding; row0: number } | null = null): Dispatch {
     const ldY = g.ldY ?? g.N;
     if (ldY < (g.column0 ?? 0) + g.N) throw new RangeError(`matmul: output stride ${ldY} < ${(g.column0 ?? 0) + g.N} columns`);
     const tiled = g.M >= TILED_MATMUL_MIN_ROWS;
@@ -80,7 +80,7 @@ export class OpBuilder {
   }
 
   /** y[:, column0 ..] (+)= alpha * x . w^T + bias, one dispatch per row-chunk of w. x [M, K] (row stride ldX), w [N, K]. */
-  matmul(x: Binding, w: GpuMatrix, bias: GPUBuffer | null, y: Binding, shape: MatmulShape): Dispatch[] {
+  matmul(x: Binding, w: GpuMatrix, bias: Binding | null, y: Binding, shape: MatmulShape): Dispatch[] {
     const K = w.cols;
     return w.chunks.map((chunk) =>
       this.gemm(x, chunk.buffer, y, {

@@ -1,9 +1,12 @@
 // Compiled compute pipelines, one per WGSL entry point, built on first use and kept.
 import activationWgsl from '../../../shaders/activation.wgsl?raw';
+import backwardWgsl from '../../../shaders/backward.wgsl?raw';
 import attentionWgsl from '../../../shaders/attention.wgsl?raw';
 import gatherWgsl from '../../../shaders/gather.wgsl?raw';
 import logprobsWgsl from '../../../shaders/logprobs.wgsl?raw';
+import lossWgsl from '../../../shaders/loss.wgsl?raw';
 import matmulWgsl from '../../../shaders/matmul.wgsl?raw';
+import optimizerWgsl from '../../../shaders/optimizer.wgsl?raw';
 import rmsnormWgsl from '../../../shaders/rmsnorm.wgsl?raw';
 import ropeWgsl from '../../../shaders/rope.wgsl?raw';
 import samplingWgsl from '../../../shaders/sampling.wgsl?raw';
@@ -18,9 +21,22 @@ const ENTRY_POINTS = {
   silu_mul: activationWgsl,
   token_logprobs: logprobsWgsl,
   sample: samplingWgsl,
+  rmsnorm_backward: backwardWgsl,
+  rmsnorm_weight_grad: backwardWgsl,
+  silu_mul_backward: backwardWgsl,
+  rope_backward: backwardWgsl,
+  attention_backward_query: backwardWgsl,
+  attention_backward_key: backwardWgsl,
+  logits_backward: backwardWgsl,
+  token_loss: lossWgsl,
+  sum_metrics: lossWgsl,
+  grad_sum_squares: optimizerWgsl,
+  adamw_step: optimizerWgsl,
 } as const;
 
 export type KernelName = keyof typeof ENTRY_POINTS;
+
+type Resource = GPUBuffer | GPUBufferBinding;
 
 /** One dispatch of a kernel, ready to be encoded any number of times. */
 export interface Dispatch {
@@ -45,7 +61,7 @@ export class Kernels {
     let pipeline = this.pipelines.get(name);
     if (!pipeline) {
       let code: string = ENTRY_POINTS[name];
-      if (name === 'attention') code = code.replace(HEAD_DIM_LINE, `const HEAD_DIM: u32 = ${this.headDim}u;`);
+      code = code.replace(HEAD_DIM_LINE, `const HEAD_DIM: u32 = ${this.headDim}u;`);
       const module = this.device.createShaderModule({ code, label: name });
       pipeline = this.device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: name }, label: name });
       this.pipelines.set(name, pipeline);
@@ -53,14 +69,17 @@ export class Kernels {
     return pipeline;
   }
 
-  /** A dispatch of `name` with its bindings in binding order (0, 1, 2, ...). */
-  dispatch(name: KernelName, resources: (GPUBuffer | GPUBufferBinding)[], workgroups: [number, number, number]): Dispatch {
+  /**
+   * A dispatch of `name`. Bindings are given in binding order (0, 1, 2, ...), or by number for an
+   * entry point that uses only some of its module's bindings.
+   */
+  dispatch(name: KernelName, resources: Resource[] | Record<number, Resource>, workgroups: [number, number, number]): Dispatch {
     const pipeline = this.pipeline(name);
-    const bindGroup = this.device.createBindGroup({
-      layout: pipeline.getBindGroupLayout(0),
-      entries: resources.map((resource, binding) => ({ binding, resource: 'buffer' in resource ? resource : { buffer: resource } })),
-      label: name,
-    });
+    const entries = Object.entries(resources).map(([binding, resource]: [string, Resource]) => ({
+      binding: Number(binding),
+      resource: 'buffer' in resource ? resource : { buffer: resource },
+    }));
+    const bindGroup = this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries, label: name });
     return { kernel: name, pipeline, bindGroup, workgroups };
   }
 }

@@ -1,0 +1,218 @@
+// One training micro-batch on the GPU, as a replayable list of dispatches: the forward over whole
+// padded sequences with every layer's activations kept, the LM head's per-token log-probs and
+// entropies, the value head, the loss (loss.wgsl) and the backward pass through every frozen layer
+// into the LoRA matrices and the value head. Gradients are added into the parameter sets' gradient
+// buffers, so several micro-batches accumulate before one optimiser step.
+//
+// Shapes follow llm.c: B sequences of T tokens, R = B*T rows, C hidden, F MLP width, V vocabulary.
+// Row (b, t) predicts token t+1: its log-prob, entropy and value belong to that next token.
+import { BackwardOps } from '../backward-ops.ts';
+import { storageBuffer } from '../gpu/buffers.ts';
+import type { Dispatch } from '../gpu/kernels.ts';
+import type { GpuMatrix } from '../gpu/matrix.ts';
+import type { GpuModel } from '../gpu-model.ts';
+import { ForwardState, type LayerActivations } from '../forward.ts';
+import type { LoraTarget } from '../lora/adapter.ts';
+import type { GpuLoraAdapter } from '../lora/gpu-adapter.ts';
+import { INPUT_FLOATS, LOSS_METRICS, LOSS_PARAMS_BYTES, lossDispatches } from './loss.ts';
+import type { PackedBatch } from './batch.ts';
+import type { ValueHead } from './value-head.ts';
+
+export class TrainingState extends ForwardState {
+  readonly R: number;
+  private readonly layerBuffers: LayerActivations[];
+  private readonly backward: BackwardOps;
+  // head and loss
+  readonly targets: GPUBuffer;
+  readonly logprob: GPUBuffer;
+  readonly entropy: GPUBuffer;
+  readonly value: GPUBuffer;
+  readonly lossInputs: GPUBuffer;
+  readonly lossParams: GPUBuffer;
+  readonly metricSums: GPUBuffer;
+  private readonly headLogits: GPUBuffer;
+  private readonly gLogprob: GPUBuffer;
+  private readonly gEntropy: GPUBuffer;
+  private readonly gValue: GPUBuffer;
+  private readonly rowMetrics: GPUBuffer;
+  private readonly ones: GPUBuffer;
+  // gradients of activations
+  private readonly dx: GPUBuffer;
+  private readonly dh: GPUBuffer;
+  private readonly rs: GPUBuffer;
+  private readonly dgateUp: GPUBuffer;
+  private readonly dact: GPUBuffer;
+  private readonly dattended: GPUBuffer;
+  private readonly dqkv: GPUBuffer;
+  private readonly delta: GPUBuffer;
+  private readonly dlogits: GPUBuffer;
+  private readonly dLoraHidden: GPUBuffer | null;
+
+  constructor(
+    model: GpuModel,
+    readonly B: number,
+    readonly T: number,
+    readonly adapter: GpuLoraAdapter | null,
+    readonly valueHead: ValueHead,
+  ) {
+    super(model, { B, S: T, maskLen: T, maxRows: B * T, adapter });
+    const { hiddenSize: C, numHeads: H, numKvHeads: Hk, headDim: D, intermediateSize: F, vocabSize: V, numLayers } = model.config;
+    const R = (this.R = B * T);
+    if (R * V * 4 > model.gpu.maxBindingBytes) {
+      throw new RangeError(`a training batch of ${R} tokens needs ${R * V * 4} bytes of logits, more than one GPU binding holds; use smaller micro-batches`);
+    }
+    const buffer = (floats: number, label: string) => {
+      const b = storageBuffer(model.gpu.device, floats * 4, label);
+      this.buffers.push(b);
+      return b;
+    };
+    const r = adapter?.rank ?? 0;
+    this.layerBuffers = Array.from({ length: numLayers }, (_, l) => {
+      const hidden = new Map<LoraTarget, GPUBuffer>((adapter?.settings.targets ?? []).map((t) => [t, buffer(R * r, `lora hidden ${l}.${t}`)]));
+      return {
+        h1: buffer(R * C, `h1 ${l}`),
+        qkv: buffer(R * (H + 2 * Hk) * D, `qkv ${l}`),
+        attended: buffer(R * H * D, `attended ${l}`),
+        lse: buffer(R * H, `lse ${l}`),
+        h2: buffer(R * C, `h2 ${l}`),
+        gateUp: buffer(R * 2 * F, `gate_up ${l}`),
+        act: buffer(R * F, `act ${l}`),
+        loraHidden: (target: LoraTarget) => hidden.get(target)!,
+        xIn: buffer(R * C, `x in ${l}`),
+        xMid: buffer(R * C, `x mid ${l}`),
+      };
+    });
+    this.backward = new BackwardOps(model.kernels);
+    this.targets = buffer(R, 'targets');
+    this.logprob = buffer(R, 'logprob');
+    this.entropy = buffer(R, 'entropy');
+    this.value = buffer(R, 'value');
+    this.lossInputs = buffer(R * INPUT_FLOATS, 'loss inputs');
+    this.lossParams = model.gpu.device.createBuffer({ size: LOSS_PARAMS_BYTES, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST, label: 'loss params' });
+    this.buffers.push(this.lossParams);
+    this.metricSums = buffer(LOSS_METRICS.length, 'metric sums');
+    this.headLogits = buffer(R * V, 'logits');
+    this.gLogprob = buffer(R, 'dL/dlogprob');
+    this.gEntropy = buffer(R, 'dL/dentropy');
+    this.gValue = buffer(R, 'dL/dvalue');
+    this.rowMetrics = buffer(R * LOSS_METRICS.length, 'row metrics');
+    this.ones = buffer(R, 'ones');
+    this.write(this.ones, new Float32Array(R).fill(1));
+    this.dx = buffer(R * C, 'dx');
+    this.dh = buffer(R * C, 'dh');
+    this.rs = buffer(R, 'rms scale');
+    this.dgateUp = buffer(R * 2 * F, 'd gate_up');
+    this.dact = buffer(R * F, 'd act');
+    this.dattended = buffer(R * H * D, 'd attended');
+    this.dqkv = buffer(R * (H + 2 * Hk) * D, 'd qkv');
+    this.delta = buffer(R * H, 'attention delta');
+    this.dlogits = buffer(R * V, 'd logits');
+    this.dLoraHidden = adapter ? buffer(R * r, 'd lora hidden') : null;
+  }
+
+  protected override layerActivations(layer: number): LayerActivations {
+    return this.layerBuffers[layer];
+  }
+
+  /** Bytes of GPU memory this state holds for one micro-batch (activations, their gradients, logits). */
+  static bytesNeeded(model: GpuModel, B: number, T: number, loraRank: number, loraTargets: number): number {
+    const { hiddenSize: C, numHeads: H, numKvHeads: Hk, headDim: D, intermediateSize: F, vocabSize: V, numLayers: L, } = model.config;
+    const R = B * T;
+    const perLayer = R * (4 * C + (H + 2 * Hk) * D + H * D + H + 3 * F + loraTargets * loraRank) + 2 * B * Hk * T * D;
+    const head = R * (2 * V + 3 * C + 16 + 2 * INPUT_FLOATS);
+    const grads = R * (2 * C + 3 * F + H * D + (H + 2 * Hk) * D + H + loraRank);
+    return 4 * (L * perLayer + head + grads);
+  }
+
+  /** Uploads a packed micro-batch of exactly this state's shape. */
+  load(batch: PackedBatch): void {
+    if (batch.B !== this.B || batch.T !== this.T) throw new RangeError(`a [${batch.B}, ${batch.T}] batch does not fit a [${this.B}, ${this.T}] training state`);
+    this.write(this.ids, batch.ids);
+    this.write(this.positions, batch.positions);
+    this.write(this.keyMask, batch.attentionMask);
+    this.write(this.targets, batch.targets);
+    this.write(this.lossInputs, batch.lossInputs);
+    this.setCursor(0, 0);
+  }
+
+  /** Forward, loss and backward of one micro-batch; parameter gradients are added, never overwritten. */
+  plan(): Dispatch[] {
+    const { model, ops, backward, R, T } = this;
+    const { hiddenSize: C, numHeads: H, numKvHeads: Hk, headDim: D, intermediateSize: F, vocabSize: V, rmsNormEps: eps } = model.config;
+    const vh = this.valueHead;
+    const dispatches: Dispatch[] = [
+      ...this.body(T, this.ids),
+      this.finalNorm(T),
+      ...ops.matmul(this.h, model.lmHead, null, this.headLogits, { M: R }),
+      ops.tokenLogprobs(this.headLogits, this.targets, this.logprob, this.entropy, R, V),
+      ...ops.matmul(this.h, vh.weight.matrix, vh.bias.matrix.chunks[0].buffer, this.value, { M: R }),
+      ...lossDispatches(model.kernels, this.lossParams, R, {
+        logprob: this.logprob, entropy: this.entropy, value: this.value, inputs: this.lossInputs,
+        gLogprob: this.gLogprob, gEntropy: this.gEntropy, gValue: this.gValue, rowMetrics: this.rowMetrics, sums: this.metricSums,
+      }),
+      // LM head and value head
+      backward.logitsBackward(this.headLogits, this.targets, this.gLogprob, this.gEntropy, this.dlogits, R, V),
+      ...ops.matmulInputGrad(this.dlogits, model.lmHead, this.dh, { M: R, ldDy: V }),
+      ops.gemm(this.gValue, vh.weight.matrix.chunks[0].buffer, this.dh, { M: R, N: C, K: 1, sAm: 1, sAk: 1, sBn: 1, sBk: 1, accumulate: true }),
+      ops.gemm(this.gValue, this.h, vh.weight.grad.chunks[0].buffer, { M: 1, N: C, K: R, sAm: 1, sAk: 1, sBn: 1, sBk: C, accumulate: true }),
+      ops.gemm(this.gValue, this.ones, vh.bias.grad.chunks[0].buffer, { M: 1, N: 1, K: R, sAm: 1, sAk: 1, sBn: 1, sBk: 1, accumulate: true }),
+      backward.rmsnormBackward(this.x, model.finalNorm, this.dh, this.dx, this.rs, { R, C, eps }),
+    ];
+    const qkvWidth = (H + 2 * Hk) * D;
+    const attention = { B: this.B, T, H, Hk, D, S: T, maskLen: T };
+    for (let l = model.layers.length - 1; l >= 0; l--) {
+      const layer = model.layers[l];
+      const a = this.layerBuffers[l];
+      dispatches.push(
+        // MLP block: x_out = x_mid + down(silu(gate(h2)) * up(h2)), h2 = RMSNorm(x_mid)
+        ...ops.matmulInputGrad(this.dx, layer.down, this.dact, { M: R, ldDy: C }),
+        ...this.loraBackward(l, 'down_proj', a.act, F, this.dx, C, 0, this.dact),
+        backward.siluMulBackward(a.gateUp, this.dact, this.dgateUp, R, F),
+        ...ops.matmulInputGrad(this.dgateUp, layer.gateUp, this.dh, { M: R, ldDy: 2 * F }),
+        ...this.loraBackward(l, 'gate_proj', a.h2, C, this.dgateUp, 2 * F, 0, this.dh),
+        ...this.loraBackward(l, 'up_proj', a.h2, C, this.dgateUp, 2 * F, F, this.dh),
+        backward.rmsnormBackward(a.xMid!, layer.postAttentionNorm, this.dh, this.dx, this.rs, { R, C, eps, accumulate: true }),
+        // attention block: x_mid = x_in + o(attention(rope(q), rope(k), v)), q, k, v from h1 = RMSNorm(x_in)
+        ...ops.matmulInputGrad(this.dx, layer.o, this.dattended, { M: R, ldDy: C }),
+        ...this.loraBackward(l, 'o_proj', a.attended, H * D, this.dx, C, 0, this.dattended),
+        backward.attentionBackwardQuery(a.qkv, this.kCache[l], this.vCache[l], this.keyMask, this.dattended, a.lse, this.delta, this.dqkv, attention),
+        backward.attentionBackwardKey(a.qkv, this.kCache[l], this.vCache[l], this.keyMask, this.dattended, a.lse, this.delta, this.dqkv, attention),
+        backward.ropeBackward(this.dqkv, this.positions, model.rope, { R, H, Hk, D }),
+        ...ops.matmulInputGrad(this.dqkv, layer.qkv, this.dh, { M: R, ldDy: qkvWidth }),
+        ...this.loraBackward(l, 'q_proj', a.h1, C, this.dqkv, qkvWidth, 0, this.dh),
+        ...this.loraBackward(l, 'k_proj', a.h1, C, this.dqkv, qkvWidth, H * D, this.dh),
+        ...this.loraBackward(l, 'v_proj', a.h1, C, this.dqkv, qkvWidth, (H + Hk) * D, this.dh),
+        backward.rmsnormBackward(a.xIn!, layer.inputNorm, this.dh, this.dx, this.rs, { R, C, eps, accumulate: true }),
+      );
+    }
+    return dispatches;
+  }
+
+  /**
+   * Gradients of y[:, column0 ..] += s (x A^T) B^T given dy: dB += s dy^T t, dt = s dy B, dA += dt^T x,
+   * and dx += dt A, where t = x A^T was kept by the forward.
+   */
+  private loraBackward(layer: number, target: LoraTarget, x: GPUBuffer, inFeatures: number, dy: GPUBuffer, ldDy: number, column0: number, dx: GPUBuffer): Dispatch[] {
+    const module = this.adapter?.module(layer, target);
+    if (!this.adapter || !module) return [];
+    const { ops, R } = this;
+    const r = this.adapter.rank;
+    const s = this.adapter.scaling;
+    const out = module.B.rows;
+    const t = this.layerBuffers[layer].loraHidden(target);
+    const dt = this.dLoraHidden!;
+    const param = (m: GpuMatrix) => m.chunks[0].buffer;
+    const grads = this.adapter.parameters;
+    return [
+      ops.gemm(dy, t, param(grads.view(module.names.B).grad), { M: out, N: r, K: R, sAm: 1, sAk: ldDy, aOffset: column0, sBn: 1, sBk: r, alpha: s, accumulate: true }),
+      ops.gemm(dy, param(module.B), dt, { M: R, N: r, K: out, sAm: ldDy, sAk: 1, aOffset: column0, sBn: 1, sBk: r, alpha: s }),
+      ops.gemm(dt, x, param(grads.view(module.names.A).grad), { M: r, N: inFeatures, K: R, sAm: 1, sAk: r, sBn: 1, sBk: inFeatures, accumulate: true }),
+      ops.gemm(dt, param(module.A), dx, { M: R, N: inFeatures, K: r, sAm: r, sAk: 1, sBn: 1, sBk: inFeatures, accumulate: true }),
+    ];
+  }
+
+  override dispose(): void {
+    super.dispose();
+    this.backward.dispose();
+  }
+}
