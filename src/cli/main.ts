@@ -2,6 +2,7 @@
 import { Command, CommanderError } from 'commander';
 import { registerGenerate } from './commands/generate.ts';
 import { registerLogprobs } from './commands/logprobs.ts';
+import { registerSft } from './commands/sft.ts';
 
 export async function main(argv: string[]): Promise<number> {
   const program = new Command('rlplay')
@@ -10,6 +11,7 @@ export async function main(argv: string[]): Promise<number> {
     .showHelpAfterError('(run with --help for usage)');
   registerGenerate(program);
   registerLogprobs(program);
+  registerSft(program);
   try {
     await program.parseAsync(argv, { from: 'user' });
     return 0;

@@ -1,0 +1,191 @@
+// rlplay sft: supervised fine-tuning of a LoRA adapter on {"prompt", "completion"} or {"text"} JSONL.
+// Writes the PEFT adapter and metrics.jsonl into --out, keeps a checkpoint there, and resumes from
+// it when run again with the same --out.
+import type { Command } from 'commander';
+import { mkdir, readFile, rename, rm, writeFile, appendFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { LORA_TARGETS, type LoraSettings, type LoraTarget } from '../../engine/lora/adapter.ts';
+import { peftAdapterFiles } from '../../engine/lora/peft.ts';
+import { FileModelSource } from '../../engine/model/source-node.ts';
+import { checkpointFiles, hasCheckpoint, readCheckpoint } from '../../engine/train/checkpoint.ts';
+import type { LrSchedule } from '../../engine/train/schedule.ts';
+import { parseSftJsonl, sftBatch, sftSchedule } from '../../engine/train/sft.ts';
+import { Trainer } from '../../engine/train/trainer.ts';
+import { ValueHead } from '../../engine/train/value-head.ts';
+import { loadModelForCli } from '../load.ts';
+import { parseNumber, parseWholeNumber } from '../parse.ts';
+
+interface SftFlags {
+  model: string;
+  data: string;
+  out: string;
+  loraR: number;
+  loraAlpha: number;
+  targets: string;
+  rslora?: boolean;
+  lr: number;
+  schedule: 'constant' | 'cosine';
+  warmup: number;
+  epochs: number;
+  batch: number;
+  microBatch?: number;
+  maxGradNorm: number;
+  weightDecay: number;
+  seed: number;
+  saveEvery: number;
+}
+
+/** What a resumed run must share with the run that wrote the checkpoint. */
+interface SftProgress {
+  step: number;
+  data: string;
+  settings: Omit<SftFlags, 'out' | 'saveEvery' | 'data'>;
+}
+
+/** Writes files into `folder` via a temporary sibling, so a kill never leaves half a checkpoint. */
+async function writeFolder(folder: string, files: Map<string, Uint8Array>): Promise<void> {
+  const temporary = `${folder}.partial`;
+  await rm(temporary, { recursive: true, force: true });
+  await mkdir(temporary, { recursive: true });
+  for (const [name, bytes] of files) await writeFile(join(temporary, name), bytes);
+  await rm(folder, { recursive: true, force: true });
+  await rename(temporary, folder);
+}
+
+export function registerSft(program: Command): void {
+  program
+    .command('sft')
+    .description('supervised fine-tuning of a LoRA adapter on JSONL data (loss on completion tokens only)')
+    .requiredOption('--model <dir|url>', 'base model folder in Hugging Face layout, or an http(s) URL of one')
+    .requiredOption('--data <file.jsonl>', 'one {"prompt": ..., "completion": ...} or {"text": ...} object per line')
+    .requiredOption('--out <dir>', 'where the adapter, metrics.jsonl and the checkpoint go; run again to resume')
+    .option('--lora-r <r>', 'LoRA rank', parseWholeNumber, 8)
+    .option('--lora-alpha <alpha>', 'LoRA alpha (scaling alpha / r)', parseNumber, 16)
+    .option('--targets <list>', `projections to adapt, from ${LORA_TARGETS.join(',')}`, 'q_proj,v_proj')
+    .option('--rslora', 'scale by alpha / sqrt(r) (rank-stabilised LoRA)')
+    .option('--lr <x>', 'peak learning rate', parseNumber, 1e-3)
+    .option('--schedule <kind>', 'learning-rate schedule: constant or cosine (decays to 10%)', 'constant')
+    .option('--warmup <steps>', 'linear warm-up steps', parseWholeNumber, 0)
+    .option('--epochs <n>', 'passes over the data', parseWholeNumber, 3)
+    .option('--batch <b>', 'examples per optimiser step', parseWholeNumber, 8)
+    .option('--micro-batch <m>', 'examples per forward/backward (gradients accumulate; default: the whole batch)', parseWholeNumber)
+    .option('--max-grad-norm <x>', 'clip the global gradient norm (0: off)', parseNumber, 1)
+    .option('--weight-decay <x>', 'AdamW decoupled weight decay', parseNumber, 0)
+    .option('--seed <s>', 'seed of the adapter initialisation and the data order', parseWholeNumber, 0)
+    .option('--save-every <steps>', 'checkpoint every this many steps', parseWholeNumber, 20)
+    .action(async (flags: SftFlags) => {
+      const targets = flags.targets.split(',').map((t) => t.trim()) as LoraTarget[];
+      const unknown = targets.filter((t) => !LORA_TARGETS.includes(t));
+      if (unknown.length) throw new Error(`--targets: unknown projection(s) ${unknown.join(', ')}; choose from ${LORA_TARGETS.join(', ')}`);
+      if (flags.schedule !== 'constant' && flags.schedule !== 'cosine') throw new Error(`--schedule must be constant or cosine, got ${flags.schedule}`);
+      const out = resolve(flags.out);
+      const checkpointDir = join(out, 'checkpoint');
+      const dataText = await readFile(flags.data, 'utf8').catch((error: Error) => {
+        throw new Error(`cannot read --data ${flags.data}: ${error.message}`);
+      });
+
+      const model = await loadModelForCli(flags.model);
+      const examples = parseSftJsonl(dataText, model.tokenizer, flags.data);
+      const schedule = sftSchedule(examples.length, flags.batch, flags.epochs, flags.seed);
+      const settings: SftProgress['settings'] = { ...flags, model: flags.model };
+      delete (settings as Partial<SftFlags>).out;
+      delete (settings as Partial<SftFlags>).saveEvery;
+      delete (settings as Partial<SftFlags>).data; // compared by content instead
+      const lrSchedule: LrSchedule =
+        flags.schedule === 'cosine'
+          ? { kind: 'warmup-cosine', lr: flags.lr, warmupSteps: flags.warmup, totalSteps: schedule.length, minLrRatio: 0.1 }
+          : flags.warmup > 0 ? { kind: 'warmup-constant', lr: flags.lr, warmupSteps: flags.warmup } : { kind: 'constant', lr: flags.lr };
+
+      let startStep = 0;
+      let adapterHost;
+      let valueHead: ValueHead;
+      let optimizerState;
+      const checkpointSource = new FileModelSource(checkpointDir);
+      if (existsSync(checkpointDir) && (await hasCheckpoint(checkpointSource))) {
+        const checkpoint = await readCheckpoint<SftProgress>(checkpointSource, model.config);
+        if (checkpoint.progress.data !== dataText || JSON.stringify(checkpoint.progress.settings) !== JSON.stringify(settings)) {
+          throw new Error(`${out} holds a checkpoint of a run with other data or settings; use another --out, or delete ${checkpointDir} to start over`);
+        }
+        startStep = checkpoint.progress.step;
+        adapterHost = checkpoint.adapter;
+        valueHead = new ValueHead(model.gpu, model.config.hiddenSize, checkpoint.valueHead);
+        optimizerState = checkpoint.optimizer;
+        process.stderr.write(`resuming from the checkpoint at step ${startStep} of ${schedule.length}\n`);
+        // Steps logged after the checkpoint will run again: drop their lines.
+        const metricsFile = join(out, 'metrics.jsonl');
+        const kept = (existsSync(metricsFile) ? await readFile(metricsFile, 'utf8') : '')
+          .split('\n')
+          .filter((line) => line.trim() !== '' && (JSON.parse(line) as { step: number }).step <= startStep);
+        await writeFile(metricsFile, kept.map((line) => `${line}\n`).join(''));
+      } else {
+        const lora: LoraSettings = { r: flags.loraR, alpha: flags.loraAlpha, targets, rslora: Boolean(flags.rslora), dropout: 0, layers: null };
+        adapterHost = model.createAdapter(lora, flags.seed);
+        valueHead = new ValueHead(model.gpu, model.config.hiddenSize);
+        await mkdir(out, { recursive: true });
+        await writeFile(join(out, 'metrics.jsonl'), '');
+      }
+      const adapter = model.uploadAdapter(adapterHost);
+      const trainer = new Trainer(model.gpuModel, {
+        adapter,
+        valueHead,
+        optimizer: { schedule: lrSchedule, maxGradNorm: flags.maxGradNorm, weightDecay: flags.weightDecay },
+      });
+      if (optimizerState) trainer.loadOptimizerState(optimizerState);
+
+      const microBatch = flags.microBatch ?? flags.batch;
+      const longest = Math.max(...examples.map((e) => e.prompt.length + e.completion.length));
+      const mib = trainer.bytesPerMicroBatch(Math.min(microBatch, examples.length), longest) / 2 ** 20;
+      process.stderr.write(
+        `${examples.length} examples, ${schedule.length} steps of ${flags.batch} (micro-batches of ${microBatch}); ` +
+          `LoRA r=${adapterHost.settings.r} on ${adapterHost.settings.targets.join(',')}; ` +
+          `each micro-batch needs up to ${mib.toFixed(1)} MiB of GPU memory for activations and gradients\n`,
+      );
+
+      const save = async (step: number) => {
+        const host = await adapter.toHost();
+        const weights = await valueHead.parameters.read();
+        const files = checkpointFiles<SftProgress>({
+          adapter: host,
+          valueHead: { weight: weights.get('value.weight')!, bias: weights.get('value.bias')![0] },
+          optimizer: await trainer.optimizerState(),
+          progress: { step, data: dataText, settings },
+        });
+        await writeFolder(checkpointDir, files);
+        for (const [name, bytes] of peftAdapterFiles(host)) await writeFile(join(out, name), bytes);
+      };
+
+      const started = performance.now();
+      let tokens = 0;
+      try {
+        for (let step = startStep; step < schedule.length; step++) {
+          const indices = schedule[step];
+          const micro = [];
+          for (let i = 0; i < indices.length; i += microBatch) micro.push(sftBatch(indices.slice(i, i + microBatch).map((k) => examples[k])));
+          const metrics = await trainer.step(micro, { nll: 1 });
+          tokens += metrics.tokens;
+          const record = {
+            step: step + 1,
+            epoch: Math.floor((step * flags.batch) / examples.length) + 1,
+            loss: metrics['losses/total'],
+            grad_norm: metrics['losses/grad_norm'],
+            lr: metrics['charts/learning_rate'],
+            tokens: metrics.tokens,
+            skipped: metrics.skipped,
+          };
+          await appendFile(join(out, 'metrics.jsonl'), `${JSON.stringify(record)}\n`);
+          const rate = tokens / ((performance.now() - started) / 1000);
+          const line = `step ${step + 1}/${schedule.length}  epoch ${record.epoch}/${flags.epochs}  loss ${record.loss.toFixed(4)}  grad norm ${record.grad_norm.toFixed(3)}  ${rate.toFixed(0)} tok/s`;
+          process.stderr.write(process.stderr.isTTY ? `\r\x1b[2K${line}` : `${line}\n`);
+          if ((step + 1) % flags.saveEvery === 0 || step + 1 === schedule.length) await save(step + 1);
+        }
+        if (startStep === schedule.length) await save(schedule.length);
+        process.stderr.write(`${process.stderr.isTTY ? '\n' : ''}adapter written to ${out} (adapter_config.json, adapter_model.safetensors); metrics in ${join(out, 'metrics.jsonl')}\n`);
+      } finally {
+        trainer.dispose();
+        adapter.dispose();
+        valueHead.dispose();
+        model.dispose();
+      }
+    });
+}

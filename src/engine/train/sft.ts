@@ -1,0 +1,77 @@
+// Supervised fine-tuning data and its schedule: JSONL examples, tokenised; the loss sees only the
+// completion tokens (or, for plain text, every token after the first).
+import type { Tokenizer } from '../model/types.ts';
+import type { TrainBatch } from './batch.ts';
+
+export interface SftExample {
+  /** Tokens the model is given (no loss on them), BOS included. */
+  prompt: number[];
+  /** Tokens the model learns to produce. */
+  completion: number[];
+}
+
+/** Parses {"prompt", "completion"} or {"text"} lines; errors name the line and what it should hold. */
+export function parseSftJsonl(text: string, tokenizer: Tokenizer, file = 'data'): SftExample[] {
+  const examples: SftExample[] = [];
+  text.split('\n').forEach((line, i) => {
+    if (line.trim() === '') return;
+    const where = `${file}:${i + 1}`;
+    let record: unknown;
+    try {
+      record = JSON.parse(line);
+    } catch (error) {
+      throw new Error(`${where}: not valid JSON (${(error as Error).message}); each line must be one JSON object`);
+    }
+    const r = record as Record<string, unknown>;
+    if (typeof r.text === 'string') {
+      const ids = tokenizer.encode(r.text);
+      if (ids.length < 2) throw new Error(`${where}: "text" encodes to ${ids.length} token(s); it needs at least one token to learn after the first`);
+      examples.push({ prompt: ids.slice(0, 1), completion: ids.slice(1) });
+    } else if (typeof r.prompt === 'string' && typeof r.completion === 'string') {
+      const prompt = tokenizer.encode(r.prompt);
+      const completion = tokenizer.encode(r.completion, { addSpecialTokens: false });
+      if (completion.length === 0) throw new Error(`${where}: "completion" is empty; there is nothing to learn`);
+      examples.push({ prompt, completion });
+    } else {
+      throw new Error(`${where}: expected {"prompt": "...", "completion": "..."} or {"text": "..."}, got keys ${JSON.stringify(Object.keys(r ?? {}))}`);
+    }
+  });
+  if (examples.length === 0) throw new Error(`${file}: no examples; write one JSON object per line`);
+  return examples;
+}
+
+/** mulberry32: a small seeded generator, so the example order is the same on every run and resume. */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** Example indices of every step: each epoch a fresh seeded shuffle, cut into batches. */
+export function sftSchedule(count: number, batchSize: number, epochs: number, seed: number): number[][] {
+  if (!Number.isInteger(batchSize) || batchSize < 1) throw new RangeError(`batch size must be a whole number >= 1, got ${batchSize}`);
+  if (!Number.isInteger(epochs) || epochs < 1) throw new RangeError(`epochs must be a whole number >= 1, got ${epochs}`);
+  const steps: number[][] = [];
+  for (let epoch = 0; epoch < epochs; epoch++) {
+    const random = seeded(seed * 1000003 + epoch);
+    const order = Array.from({ length: count }, (_, i) => i);
+    for (let i = count - 1; i > 0; i--) {
+      const j = Math.floor(random() * (i + 1));
+      [order[i], order[j]] = [order[j], order[i]];
+    }
+    for (let i = 0; i < count; i += batchSize) steps.push(order.slice(i, i + batchSize));
+  }
+  return steps;
+}
+
+export function sftBatch(examples: SftExample[]): TrainBatch {
+  return {
+    sequences: examples.map((e) => [...e.prompt, ...e.completion]),
+    actionMask: examples.map((e) => [...e.prompt.map(() => 0), ...e.completion.map(() => 1)]),
+  };
+}
