@@ -82,6 +82,11 @@ export class Trainer {
     return TrainingState.bytesNeeded(this.model, B, T, this.adapter.rank, this.adapter.host.modules.length / this.model.config.numLayers);
   }
 
+  /** Dispatches of one optimiser step over a single micro-batch of this shape. */
+  dispatchesPerStep(B: number, T: number): number {
+    return this.stateFor(B, T).plan.length + this.adapterOptimizer.dispatches().length + this.valueOptimizer.dispatches().length;
+  }
+
   private stateFor(B: number, T: number): { state: TrainingState; plan: Dispatch[] } {
     const key = `${B}x${T}`;
     let entry = this.states.get(key);
