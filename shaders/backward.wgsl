@@ -46,6 +46,14 @@
 //                        and H its entropy:
 //                          dlogits = gLogprob * (onehot(target) - p) - gEntropy * p * (log p + H)
 //                        A row without a target has only the entropy term. One workgroup of 64 per row.
+// embedding_backward     forward x[r, :] = table[ids[r], :] (gather_rows). ids [R] u32, dx [R, C]  ->
+//                        dtable [V, C], the rows row0 .. row0+V-1 of the table's gradient:
+//                          dtable[v, c] (+)= sum over the rows r with ids[r] == row0 + v of dx[r, c]
+//                        Rows of tokens absent from ids get nothing added (0 when overwriting). One workgroup
+//                        of 64 per vocabulary row v (v = wg.x + wg.y * num_workgroups.x): the workgroup scans
+//                        all R ids (the same id for every invocation, so the branch is uniform) and on a match
+//                        each invocation adds its columns c = lid, lid + 64, ... of dx's row. Every element of
+//                        dtable belongs to one invocation, so no atomics are needed.
 //
 // HEAD_DIM sizes the per-invocation arrays of the attention kernels; the engine replaces the line
 // below with the model's head dimension before compiling, as for attention.wgsl.
@@ -419,5 +427,48 @@ fn logits_backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups
     let logp = logits[base + v] - rowMax - logZ;
     let prob = exp(logp);
     dlogits[base + v] = select(0.0, gLp, i32(v) == wanted) - gLp * prob - gH * prob * (logp + entropy);
+  }
+}
+
+// ---- embedding_backward -------------------------------------------------------------------------
+
+struct EmbeddingParams {
+  R: u32,
+  V: u32,
+  C: u32,
+  accumulate: u32,
+  row0: u32,
+  _pad0: u32,
+  _pad1: u32,
+  _pad2: u32,
+}
+
+@group(0) @binding(0) var<uniform> embeddingParams: EmbeddingParams;
+@group(0) @binding(1) var<storage, read> embeddingIds: array<u32>;
+@group(0) @binding(2) var<storage, read> embeddingDx: array<f32>;
+@group(0) @binding(3) var<storage, read_write> embeddingDtable: array<f32>;
+
+@compute @workgroup_size(WG)
+fn embedding_backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                      @builtin(local_invocation_index) lid: u32) {
+  let v = wg.x + wg.y * nwg.x;
+  if (v >= embeddingParams.V) {
+    return; // uniform across the workgroup
+  }
+  let C = embeddingParams.C;
+  let base = v * C;
+  if (embeddingParams.accumulate == 0u) {
+    for (var c = lid; c < C; c += WG) {
+      embeddingDtable[base + c] = 0.0;
+    }
+  }
+  let token = embeddingParams.row0 + v;
+  for (var r = 0u; r < embeddingParams.R; r++) {
+    if (embeddingIds[r] == token) {
+      let rowBase = r * C;
+      for (var c = lid; c < C; c += WG) {
+        embeddingDtable[base + c] += embeddingDx[rowBase + c];
+      }
+    }
   }
 }

@@ -86,6 +86,16 @@ export class BackwardOps {
     return this.kernels.dispatch('logits_backward', [this.uniform('logits backward', [R, V]), logits, targets, gLogprob, gEntropy, dlogits], grid(R, 1));
   }
 
+  /**
+   * dtable [V, C] (+)= the gradient of the lookup x[r, :] = table[ids[r], :] given dx [R, C]: row v gets the sum
+   * of dx over the rows whose id is row0 + v (row0: first vocabulary row of the bound range, default 0).
+   * Without `accumulate`, rows of absent tokens are zeroed.
+   */
+  embeddingBackward(ids: Binding, dx: Binding, dtable: Binding, s: { R: number; V: number; C: number; row0?: number; accumulate?: boolean }): Dispatch {
+    const params = this.uniform('embedding backward', [s.R, s.V, s.C, s.accumulate ? 1 : 0, s.row0 ?? 0]);
+    return this.kernels.dispatch('embedding_backward', [params, ids, dx, dtable], grid(s.V, 1));
+  }
+
   dispose(): void {
     for (const buffer of this.owned) buffer.destroy();
     this.owned.length = 0;

@@ -104,7 +104,7 @@ export class OpBuilder {
   }
 
   /** y = RMSNorm(x) * weight, x and y [R, C]. */
-  rmsnorm(x: GPUBuffer | GPUBufferBinding, weight: GPUBuffer, y: GPUBuffer | GPUBufferBinding, R: number, C: number, eps: number): Dispatch {
+  rmsnorm(x: GPUBuffer | GPUBufferBinding, weight: Binding, y: GPUBuffer | GPUBufferBinding, R: number, C: number, eps: number): Dispatch {
     return this.kernels.dispatch('rmsnorm', [this.uniform('rmsnorm', [R, C, { f32: eps }]), x, weight, y], grid(R, 1));
   }
 

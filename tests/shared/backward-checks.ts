@@ -330,7 +330,46 @@ const siluGridCheck: GpuCheck = {
   },
 };
 
-export const backwardChecks: GpuCheck[] = [rmsnormBackwardCheck, siluMulBackwardCheck, ropeBackwardCheck, attentionBackwardCheck, attentionChainCheck, logitsBackwardCheck, siluGridCheck];
+const embeddingBackwardCheck: GpuCheck = {
+  name: 'embedding_backward: repeated and absent ids, overwrite and accumulate, a bound vocabulary range',
+  async run(gpu) {
+    const random = seededRandom(108);
+    for (const { R, V, C } of [{ R: 9, V: 13, C: 5 }, { R: 40, V: 70, C: 130 }]) {
+      for (const accumulate of [false, true]) {
+        await withOps(gpu, 8, async (ops) => {
+          // ids 0 .. V/2 only, with repeats: the upper half of the vocabulary is absent
+          const ids = Uint32Array.from({ length: R }, (_, r) => (r === 1 ? 0 : Math.floor(random() * (V / 2))));
+          ids[R - 1] = ids[0];
+          const dx = randomArray(random, R * C);
+          const dtable0 = randomArray(random, V * C);
+          const dGpu = storageFrom(gpu.device, dtable0, 'dtable');
+          run(gpu, [ops.embeddingBackward(storageFrom(gpu.device, ids, 'ids'), storageFrom(gpu.device, dx, 'dx'), dGpu, { R, V, C, accumulate })]);
+          const expected = bwd.embeddingBackward(ids, dx, R, V, C);
+          const what = `R=${R} V=${V} C=${C} accumulate=${accumulate}`;
+          assertClose(await readFloat32(gpu.device, dGpu, V * C), accumulate ? expected.map((v, i) => v + dtable0[i]) : expected, `dtable ${what}`, 1e-5, 1e-5);
+        });
+      }
+    }
+    // vocabulary rows 64 .. 99 of 100 bound at an offset (C = 4: 64 rows are 1024 bytes); rows outside stay
+    await withOps(gpu, 8, async (ops) => {
+      const R = 20, total = 100, first = 64, V = total - first, C = 4;
+      const ids = Uint32Array.from({ length: R }, (_, r) => (r % 3 === 0 ? Math.floor(random() * first) : first + Math.floor(random() * V)));
+      const dx = randomArray(random, R * C);
+      const dtable0 = randomArray(random, total * C);
+      const dGpu = storageFrom(gpu.device, dtable0, 'dtable');
+      const range: GPUBufferBinding = { buffer: dGpu, offset: first * C * 4, size: V * C * 4 };
+      run(gpu, [ops.embeddingBackward(storageFrom(gpu.device, ids, 'ids'), storageFrom(gpu.device, dx, 'dx'), range, { R, V, C, row0: first, accumulate: true })]);
+      const expected = Float64Array.from(dtable0);
+      const full = bwd.embeddingBackward(ids, dx, R, total, C);
+      for (let i = first * C; i < total * C; i++) expected[i] += full[i];
+      assertClose(await readFloat32(gpu.device, dGpu, total * C), expected, 'dtable of a bound vocabulary range', 1e-5, 1e-5);
+    });
+  },
+};
+
+export const backwardChecks: GpuCheck[] = [
+  rmsnormBackwardCheck, siluMulBackwardCheck, ropeBackwardCheck, attentionBackwardCheck, attentionChainCheck, logitsBackwardCheck, siluGridCheck, embeddingBackwardCheck,
+];
 
 // ---- the float64 references against finite differences ----------------------------------------
 
@@ -434,6 +473,19 @@ export const backwardReferenceChecks: ReferenceCheck[] = [
         const delta = Array.from({ length: s.B * s.T * s.H }, (_, i) => dot(dout.subarray(i * s.D, (i + 1) * s.D), out.subarray(i * s.D, (i + 1) * s.D)));
         assertClose(g.delta, delta, `attention delta == dout . out ${what}`, 1e-12, 1e-12);
       }
+    },
+  },
+  {
+    name: 'embeddingBackward: finite differences of sum(dx * gatherRows(table, ids))',
+    run() {
+      const random = seededRandom(206);
+      const R = 6, V = 5, C = 3;
+      const ids = Uint32Array.from([2, 0, 2, 4, 0, 2]); // token 1 and 3 absent
+      const table = random64(random, V * C);
+      const dx = random64(random, R * C);
+      const dtable = bwd.embeddingBackward(ids, dx, R, V, C);
+      assertGradient(dtable, numericGradient(() => dot(dx, ref.gatherRows(table, ids, C)), table), 'embedding dtable');
+      for (const absent of [1, 3]) for (let c = 0; c < C; c++) if (dtable[absent * C + c] !== 0) throw new Error(`embedding dtable: absent token ${absent} has a gradient`);
     },
   },
   {

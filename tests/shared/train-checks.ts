@@ -4,7 +4,11 @@ import { readFloat32, storageBuffer, storageFrom } from '../../src/engine/gpu/bu
 import { encodeDispatches, Kernels } from '../../src/engine/gpu/kernels.ts';
 import { referenceTokenLoss } from '../../src/engine/reference/loss.ts';
 import { INPUT_FLOATS, LOSS_PARAMS_BYTES, lossDispatches, packLossInputs, writeLossParams, type LossWeights, type TokenLossInputs } from '../../src/engine/train/loss.ts';
-import { loadModel, type Model } from '../../src/engine/model.ts';
+import { GpuModel, hostWeightTensors, MAX_TRAINABLE_PARAMETERS } from '../../src/engine/gpu-model.ts';
+import { loadModel } from '../../src/engine/model.ts';
+import { loadModelFiles } from '../../src/engine/model/load.ts';
+import type { HostLinear, HostTensor, HostWeights, ModelConfig } from '../../src/engine/model/types.ts';
+import { score } from '../../src/engine/score.ts';
 import type { HostLoraAdapter } from '../../src/engine/lora/adapter.ts';
 import { padLeft } from '../../src/engine/padding.ts';
 import { referenceForward } from '../../src/engine/reference/model.ts';
@@ -76,11 +80,17 @@ const lossCheck: GpuCheck = {
   },
 };
 
-/** The whole loss in float64: reference forward with the adapter, LM head, value head, loss terms. */
-function referenceLoss(model: Model, batch: TrainBatch, packed: PackedBatch, weights: LossWeights, adapter: HostLoraAdapter, value: { weight: Float64Array; bias: number }): number {
+/**
+ * The whole loss in float64: reference forward (base weights `base`, default the model's own, with the
+ * adapter if any), LM head, value head, loss terms.
+ */
+function referenceLoss(
+  model: { config: ModelConfig; files: { weights: HostWeights } }, batch: TrainBatch, packed: PackedBatch, weights: LossWeights,
+  adapter: HostLoraAdapter | undefined, value: { weight: Float64Array; bias: number }, base: HostWeights = model.files.weights,
+): number {
   const padded = padLeft(batch.sequences, 0);
   const { vocabSize: V, hiddenSize: C } = model.config;
-  const ref = referenceForward(model.config, model.files.weights, padded.ids, padded.mask, adapter);
+  const ref = referenceForward(model.config, base, padded.ids, padded.mask, adapter);
   const R = packed.B * packed.T;
   const lp = new Float64Array(R);
   const ent = new Float64Array(R);
@@ -172,4 +182,239 @@ const gradientCheck: GpuCheck = {
   },
 };
 
-export const trainChecks: GpuCheck[] = [lossCheck, gradientCheck];
+/** A float64 copy of host weights (a tied LM head stays the embedding object), for finite differences. */
+function float64Weights(w: HostWeights): HostWeights {
+  const copy = (t: HostTensor): HostTensor => ({ ...t, data: Float64Array.from(t.data) as unknown as Float32Array });
+  const linear = (l: HostLinear): HostLinear => ({ weight: copy(l.weight), bias: l.bias && copy(l.bias) });
+  const embedding = copy(w.embedding);
+  return {
+    embedding,
+    lmHead: w.lmHead === w.embedding ? embedding : copy(w.lmHead),
+    layers: w.layers.map((l) => ({
+      inputNorm: copy(l.inputNorm), q: linear(l.q), k: linear(l.k), v: linear(l.v), o: linear(l.o),
+      postAttentionNorm: copy(l.postAttentionNorm), gate: linear(l.gate), up: linear(l.up), down: linear(l.down),
+    })),
+    finalNorm: copy(w.finalNorm),
+  };
+}
+
+/** A tiny model's config and host weights; `oBias` adds random o_proj biases (the fixture writes none). */
+async function tinyHostModel(options: TinyModelOptions, oBias = false): Promise<{ config: ModelConfig; weights: HostWeights }> {
+  const files = await loadModelFiles(new MemoryModelSource(tinyModelFiles(options).files));
+  if (!oBias) return { config: files.config, weights: files.weights };
+  const random = seededRandom(options.seed! + 1000);
+  const C = files.config.hiddenSize;
+  const w = files.weights;
+  const layers = w.layers.map((l, i) => ({ ...l, o: { ...l.o, bias: { name: `model.layers.${i}.self_attn.o_proj.bias`, shape: [C], data: randomArray(random, C, 0.2) } } }));
+  return { config: { ...files.config, oBias: true }, weights: { ...w, layers } };
+}
+
+/** Two sequences of a multi-turn transcript (prompt, action, observation, action), random advantages and returns. */
+function multiTurnBatch(random: () => number, vocabSize: number, lengths: number[]): TrainBatch {
+  const sequences = lengths.map((n) => [1, ...Array.from({ length: n - 1 }, () => 3 + Math.floor(random() * (vocabSize - 3)))]);
+  const actionMask = sequences.map((s) => s.map((_, t) => (t === 0 ? 0 : t % 3 === 0 ? 0 : 1)));
+  const perToken = (scale: number) => sequences.map((s) => s.map(() => (random() * 2 - 1) * scale));
+  return { sequences, actionMask, advantages: perToken(1), refLogprobs: perToken(1).map((row) => row.map((x) => x - 3)), returns: perToken(1) };
+}
+
+function assertSameTensor(got: HostTensor, expected: HostTensor, what: string): void {
+  assert(got.name === expected.name, `${what}: name ${got.name}, expected ${expected.name}`);
+  assert(JSON.stringify(got.shape) === JSON.stringify(expected.shape), `${what} ${got.name}: shape [${got.shape}], expected [${expected.shape}]`);
+  assertClose(got.data, expected.data, `${what} ${got.name}`, 0, 0);
+}
+
+const trainableModelCheck: GpuCheck = {
+  name: 'trainable GpuModel: same logits as a normal one, weights read back under checkpoint names, limits enforced',
+  async run(gpu) {
+    const shapes: [TinyModelOptions, boolean][] = [
+      [{ architecture: 'llama', numHeads: 4, numKvHeads: 2, tied: false, numLayers: 2, seed: 41 }, false],
+      [{ architecture: 'qwen2', numHeads: 4, numKvHeads: 1, tied: true, numLayers: 2, seed: 42 }, true],
+    ];
+    for (const [options, oBias] of shapes) {
+      const { config, weights } = await tinyHostModel(options, oBias);
+      const what = `${options.architecture}${options.tied ? ' tied' : ''}`;
+      const plain = new GpuModel(gpu, config, weights);
+      const trainable = new GpuModel(gpu, config, weights, { trainable: true });
+      assert(plain.trainable === null && trainable.trainable !== null, `${what}: trainable views only with { trainable: true }`);
+      assert(trainable.trainable!.tied === (weights.lmHead === weights.embedding), `${what}: tied flag`);
+      const sequences = [[1, 5, 9, 3, 40, 7], [1, 22, 4]];
+      const a = await score(plain, sequences, { logits: true });
+      const b = await score(trainable, sequences, { logits: true });
+      a.logits!.forEach((row, i) => row.forEach((logits, t) => assertClose(b.logits![i][t], logits, `${what}: logits of sequence ${i} at ${t}`, 1e-6, 1e-6)));
+
+      for (const [model, kind] of [[trainable, 'trainable'], [plain, 'plain']] as const) {
+        const back = await model.readWeights();
+        assert((back.lmHead === back.embedding) === (weights.lmHead === weights.embedding), `${what} ${kind}: tied LM head read back as the embedding`);
+        const expected = hostWeightTensors(weights);
+        const got = hostWeightTensors(back);
+        assert(got.length === expected.length, `${what} ${kind}: ${got.length} tensors read back, expected ${expected.length}`);
+        got.forEach((t, i) => assertSameTensor(t, expected[i], `${what} ${kind}: read back`));
+      }
+      // weights changed on the GPU come back changed, in the right (un-fused) place
+      const set = trainable.trainable!.parameters;
+      const qkv = Float32Array.from((await set.read()).get('layers.1.qkv')!);
+      const C = config.hiddenSize;
+      const kRow0 = config.numHeads * config.headDim;
+      qkv[kRow0 * C + 2] = 123;
+      set.write('layers.1.qkv', qkv);
+      const changed = await trainable.readWeights();
+      assert(changed.layers[1].k.weight.data[2] === 123 && changed.layers[1].q.weight.data.every((v, i) => v === weights.layers[1].q.weight.data[i]), `${what}: a write to the fused qkv reads back as k_proj`);
+      plain.dispose();
+      trainable.dispose();
+    }
+    // full mode is for tiny models: too many parameters for one binding is refused with a message
+    const { config, weights } = await tinyHostModel({ seed: 43 });
+    let message = '';
+    try {
+      new GpuModel({ ...gpu, maxBindingBytes: 16384 }, config, weights, { trainable: true }).dispose();
+    } catch (error) {
+      message = String(error);
+    }
+    assert(/tiny models.*LoRA/s.test(message), `a model over the binding limit must be refused in full mode, got: ${message || 'no error'}`);
+    assert(MAX_TRAINABLE_PARAMETERS === 64 * 2 ** 20, 'the parameter cap is 64M');
+    // and a training state refuses full mode without a trainable model, or with a LoRA adapter
+    const plain = new GpuModel(gpu, config, weights);
+    const valueHead = new ValueHead(gpu, config.hiddenSize);
+    let refused = false;
+    try {
+      new TrainingState(plain, 1, 4, null, valueHead, { fullParameters: true }).dispose();
+    } catch {
+      refused = true;
+    }
+    assert(refused, 'full-parameter TrainingState on a model without trainable weights must be refused');
+    valueHead.dispose();
+    plain.dispose();
+  },
+};
+
+/** Where a host tensor's gradient sits in the trainable model's parameter set: tensor name and float offset. */
+interface GradSlot {
+  what: string;
+  host: HostTensor;
+  tensor: string;
+  offset: number;
+}
+
+const fullGradientCheck: GpuCheck = {
+  name: 'backward: full-parameter gradients of every weight match central differences of the float64 loss',
+  async run(gpu) {
+    const shapes: [TinyModelOptions, boolean][] = [
+      [{ architecture: 'llama', numHeads: 4, numKvHeads: 2, tied: false, numLayers: 2, seed: 51 }, false],
+      [{ architecture: 'qwen2', numHeads: 4, numKvHeads: 1, tied: true, numLayers: 2, seed: 52 }, true],
+    ];
+    const lossWeights: LossWeights = { pg: 1, nll: 0.5, entropy: 0.1, kl: 0.2, value: 0.5 };
+    for (const [options, oBias] of shapes) {
+      const { config, weights } = await tinyHostModel(options, oBias);
+      const what = `${options.architecture}${options.tied ? ' tied' : ''}`;
+      const model = new GpuModel(gpu, config, weights, { trainable: true });
+      const trainable = model.trainable!;
+      const random = seededRandom(options.seed!);
+      const { hiddenSize: C, numHeads: H, numKvHeads: Hk, headDim: D, intermediateSize: F, vocabSize: V } = config;
+      const value = { weight: randomArray(random, C, 0.3), bias: 0.1 };
+      const valueHead = new ValueHead(gpu, C, value);
+      const batch = multiTurnBatch(random, V, [7, 4]);
+      const packed = packBatch(batch);
+      const state = new TrainingState(model, packed.B, packed.T, null, valueHead, { fullParameters: true });
+      state.load(packed);
+      writeLossParams(gpu.device, state.lossParams, lossWeights, packed.B * packed.T, packed.actionTokens);
+      const step = (zero: boolean) => {
+        const encoder = gpu.device.createCommandEncoder();
+        if (zero) {
+          trainable.parameters.zeroGrads(encoder);
+          valueHead.parameters.zeroGrads(encoder);
+        }
+        encoder.clearBuffer(state.metricSums);
+        encodeDispatches(encoder, state.plan());
+        gpu.device.queue.submit([encoder.finish()]);
+      };
+      step(true);
+      const grads = await trainable.parameters.readGrads();
+      // a second micro-batch without zeroing adds the same gradients again
+      step(false);
+      const twice = await trainable.parameters.readGrads();
+      for (const [name, g] of grads) assertClose(twice.get(name)!, g.map((x) => 2 * x), `${what}: ${name} gradients accumulate`, 1e-6, 1e-5);
+
+      // the coordinates to check, tensor by tensor
+      const slots: GradSlot[] = [];
+      const slot = (what: string, host: HostTensor, tensor: string, offset = 0) => slots.push({ what, host, tensor, offset });
+      slot('embedding', weights.embedding, 'embedding');
+      if (!trainable.tied) slot('lm_head', weights.lmHead, 'lm_head');
+      weights.layers.forEach((l, i) => {
+        const p = `layers.${i}`;
+        slot(`${p}.input_norm`, l.inputNorm, `${p}.input_norm`);
+        slot(`${p}.q`, l.q.weight, `${p}.qkv`, 0);
+        slot(`${p}.k`, l.k.weight, `${p}.qkv`, H * D * C);
+        slot(`${p}.v`, l.v.weight, `${p}.qkv`, (H + Hk) * D * C);
+        if (l.q.bias) {
+          slot(`${p}.q.bias`, l.q.bias, `${p}.qkv.bias`, 0);
+          slot(`${p}.k.bias`, l.k.bias!, `${p}.qkv.bias`, H * D);
+          slot(`${p}.v.bias`, l.v.bias!, `${p}.qkv.bias`, (H + Hk) * D);
+        }
+        slot(`${p}.o`, l.o.weight, `${p}.o`);
+        if (l.o.bias) slot(`${p}.o.bias`, l.o.bias, `${p}.o.bias`);
+        slot(`${p}.post_attention_norm`, l.postAttentionNorm, `${p}.post_attention_norm`);
+        slot(`${p}.gate`, l.gate.weight, `${p}.gate_up`, 0);
+        slot(`${p}.up`, l.up.weight, `${p}.gate_up`, F * C);
+        slot(`${p}.down`, l.down.weight, `${p}.down`);
+      });
+      slot('final_norm', weights.finalNorm, 'final_norm');
+      const expectedTensors = 1 + (trainable.tied ? 0 : 1) + config.numLayers * (6 + (config.qkvBias ? 1 : 0) + (oBias ? 1 : 0)) + 1;
+      assert(trainable.parameters.names().length === expectedTensors, `${what}: ${trainable.parameters.names().length} tensors in the set, expected ${expectedTensors}`);
+
+      const w64 = float64Weights(weights);
+      const hosts = new Map<HostTensor, HostTensor>();
+      const pairs = (a: HostWeights, b: HostWeights) => hostWeightTensors(a).forEach((t, i) => hosts.set(t, hostWeightTensors(b)[i]));
+      pairs(weights, w64);
+      const valueF64 = { weight: Float64Array.from(value.weight), bias: value.bias };
+      const lossAt = () => referenceLoss({ config, files: { weights } }, batch, packed, lossWeights, undefined, valueF64, w64);
+      const h = 1e-4;
+      const compared: { slot: GradSlot; what: string; gpu: number; fd: number }[] = [];
+      const compare = (s: GradSlot, index: number, label: string) => {
+        const data = hosts.get(s.host)!.data as unknown as Float64Array;
+        const saved = data[index];
+        data[index] = saved + h;
+        const up = lossAt();
+        data[index] = saved - h;
+        const down = lossAt();
+        data[index] = saved;
+        compared.push({ slot: s, what: `${s.what}${label}`, gpu: grads.get(s.tensor)![s.offset + index], fd: (up - down) / (2 * h) });
+      };
+      const padded = padLeft(batch.sequences, 0).ids.flat();
+      for (const s of slots) {
+        if (s.what === 'embedding') {
+          // rows of tokens in the batch (BOS and two that predict a target), and one that is not (zero unless the LM head shares it)
+          const absent = Array.from({ length: V }, (_, v) => v).find((v) => !padded.includes(v))!;
+          for (const v of [1, batch.sequences[0][2], batch.sequences[1][1], absent]) {
+            const c = Math.floor(random() * C);
+            compare(s, v * C + c, `[${v}, ${c}]${v === absent ? ' (token not in the batch)' : ''}`);
+            if (v === absent && !trainable.tied) {
+              const row = grads.get('embedding')!.subarray(absent * C, (absent + 1) * C);
+              assert(row.every((x) => x === 0), `${what}: the embedding row of token ${absent}, absent from the batch, has a gradient`);
+            }
+          }
+        } else {
+          const n = s.host.data.length;
+          for (let k = 0; k < (n <= C ? 2 : 3); k++) {
+            const index = Math.floor(random() * n);
+            compare(s, index, `[${index}]`);
+          }
+        }
+      }
+      // relative error, with a floor of 1% of the largest checked gradient of the same tensor for the near-zero ones
+      for (const s of slots) {
+        const checked = compared.filter((c) => c.slot === s);
+        const scale = Math.max(...checked.map((c) => Math.abs(c.fd)));
+        assert(scale > 1e-6, `${what}: every checked gradient of ${s.what} is zero, which checks nothing`);
+        for (const c of checked) {
+          const error = Math.abs(c.gpu - c.fd) / Math.max(Math.abs(c.fd), 1e-2 * scale);
+          assert(error <= 1e-3, `${what}: gradient of ${c.what}: GPU ${c.gpu}, finite differences ${c.fd} (relative error ${error.toExponential(2)})`);
+        }
+      }
+      state.dispose();
+      valueHead.dispose();
+      model.dispose();
+    }
+  },
+};
+
+export const trainChecks: GpuCheck[] = [lossCheck, gradientCheck, trainableModelCheck, fullGradientCheck];

@@ -28,6 +28,7 @@ const ENTRY_POINTS = {
   attention_backward_query: backwardWgsl,
   attention_backward_key: backwardWgsl,
   logits_backward: backwardWgsl,
+  embedding_backward: backwardWgsl,
   token_loss: lossWgsl,
   sum_metrics: lossWgsl,
   grad_sum_squares: optimizerWgsl,

@@ -143,3 +143,14 @@ export function logitsBackward(logits: Vec, targets: Vec, gLogprob: Vec, gEntrop
   }
   return dlogits;
 }
+
+/** dtable [V, C] of the lookup x[r, :] = table[ids[r], :] (gatherRows) given dx [R, C]: each row's dx added to its token's row. */
+export function embeddingBackward(ids: Vec, dx: Vec, R: number, V: number, C: number): Float64Array {
+  const dtable = new Float64Array(V * C);
+  for (let r = 0; r < R; r++) {
+    const v = ids[r];
+    if (v < 0 || v >= V) throw new RangeError(`embeddingBackward: id ${v} outside a vocabulary of ${V}`);
+    for (let c = 0; c < C; c++) dtable[v * C + c] += dx[r * C + c];
+  }
+  return dtable;
+}

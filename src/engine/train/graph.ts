@@ -4,22 +4,40 @@
 // into the LoRA matrices and the value head. Gradients are added into the parameter sets' gradient
 // buffers, so several micro-batches accumulate before one optimiser step.
 //
+// Full-parameter mode (tiny models; the alternative to LoRA) also takes the gradient of every base
+// weight, into the ParameterSet of a GpuModel built with `trainable`: next to each input gradient
+// dx = dy W the weight gradient dW += dy^T x from the activations the forward kept, bias gradients as
+// column sums of dy, every RMSNorm weight's gradient right after its rmsnorm_backward (which writes the
+// shared rs buffer they read), the LM head's dW += dlogits^T h, and the embedding's from the gradient of
+// its lookup output (dx after layer 0) by embedding_backward. A tied embedding gets both contributions.
+//
 // Shapes follow llm.c: B sequences of T tokens, R = B*T rows, C hidden, F MLP width, V vocabulary.
 // Row (b, t) predicts token t+1: its log-prob, entropy and value belong to that next token.
 import { BackwardOps } from '../backward-ops.ts';
 import { storageBuffer } from '../gpu/buffers.ts';
 import type { Dispatch } from '../gpu/kernels.ts';
 import type { GpuMatrix } from '../gpu/matrix.ts';
-import type { GpuModel } from '../gpu-model.ts';
+import type { GpuModel, TrainableWeights } from '../gpu-model.ts';
 import { ForwardState, type LayerActivations } from '../forward.ts';
 import type { LoraTarget } from '../lora/adapter.ts';
 import type { GpuLoraAdapter } from '../lora/gpu-adapter.ts';
 import { INPUT_FLOATS, LOSS_METRICS, LOSS_PARAMS_BYTES, lossDispatches } from './loss.ts';
 import type { PackedBatch } from './batch.ts';
+import type { ParameterView } from './parameters.ts';
 import type { ValueHead } from './value-head.ts';
+
+export interface TrainingOptions {
+  /**
+   * Full-parameter training: gradients of every base weight, added into `model.trainable.parameters.grads`.
+   * Needs a GpuModel built with `{ trainable: true }` and no LoRA adapter.
+   */
+  fullParameters?: boolean;
+}
 
 export class TrainingState extends ForwardState {
   readonly R: number;
+  /** The model's weights whose gradients plan() takes (full-parameter mode), or null. */
+  readonly fullWeights: TrainableWeights | null;
   private readonly layerBuffers: LayerActivations[];
   private readonly backward: BackwardOps;
   // head and loss
@@ -54,8 +72,14 @@ export class TrainingState extends ForwardState {
     readonly T: number,
     readonly adapter: GpuLoraAdapter | null,
     readonly valueHead: ValueHead,
+    options: TrainingOptions = {},
   ) {
+    if (options.fullParameters) {
+      if (!model.trainable) throw new Error('full-parameter training needs the model built with { trainable: true } (GpuModel options)');
+      if (adapter) throw new Error('LoRA and full-parameter training are alternatives: pass adapter = null with fullParameters');
+    }
     super(model, { B, S: T, maskLen: T, maxRows: B * T, adapter });
+    this.fullWeights = options.fullParameters ? model.trainable : null;
     const { hiddenSize: C, numHeads: H, numKvHeads: Hk, headDim: D, intermediateSize: F, vocabSize: V, numLayers } = model.config;
     const R = (this.R = B * T);
     if (R * V * 4 > model.gpu.maxBindingBytes) {
@@ -135,11 +159,25 @@ export class TrainingState extends ForwardState {
     this.setCursor(0, 0);
   }
 
-  /** Forward, loss and backward of one micro-batch; parameter gradients are added, never overwritten. */
+  /**
+   * Forward, loss and backward of one micro-batch; parameter gradients are added, never overwritten. At
+   * the end dx holds the gradient of the embedding lookup's output [R, C].
+   */
   plan(): Dispatch[] {
     const { model, ops, backward, R, T } = this;
     const { hiddenSize: C, numHeads: H, numKvHeads: Hk, headDim: D, intermediateSize: F, vocabSize: V, rmsNormEps: eps } = model.config;
     const vh = this.valueHead;
+    const full = this.fullWeights;
+    const grad = (w: ParameterView) => w.grad.chunks[0].buffer;
+    /** Full mode: dW [out, in] += dy^T x for y = x W^T, dy [R, ldDy] (ldDy = out), x [R, in]. */
+    const weightGrad = (dy: GPUBuffer, ldDy: number, x: GPUBuffer, w: ParameterView | undefined): Dispatch[] =>
+      !w ? [] : [ops.gemm(dy, x, grad(w), { M: w.rows, N: w.cols, K: R, sAm: 1, sAk: ldDy, sBn: 1, sBk: w.cols, accumulate: true })];
+    /** Full mode: db [n] += sum_r dy[r, :], dy [R, n]. */
+    const biasGrad = (dy: GPUBuffer, b: ParameterView | null | undefined): Dispatch[] =>
+      !b ? [] : [ops.gemm(this.ones, dy, grad(b), { M: 1, N: b.cols, K: R, sAm: 1, sAk: 1, sBn: 1, sBk: b.cols, accumulate: true })];
+    /** Full mode: the norm weight's gradient, from x, dy and the rs its rmsnormBackward just wrote. */
+    const normGrad = (x: GPUBuffer, w: ParameterView | undefined): Dispatch[] =>
+      !w ? [] : [backward.rmsnormWeightGrad(x, this.dh, this.rs, grad(w), { R, C, accumulate: true })];
     const dispatches: Dispatch[] = [
       ...this.body(T, this.ids),
       this.finalNorm(T),
@@ -153,38 +191,51 @@ export class TrainingState extends ForwardState {
       // LM head and value head
       backward.logitsBackward(this.headLogits, this.targets, this.gLogprob, this.gEntropy, this.dlogits, R, V),
       ...ops.matmulInputGrad(this.dlogits, model.lmHead, this.dh, { M: R, ldDy: V }),
+      ...weightGrad(this.dlogits, V, this.h, full?.lmHead),
       ops.gemm(this.gValue, vh.weight.matrix.chunks[0].buffer, this.dh, { M: R, N: C, K: 1, sAm: 1, sAk: 1, sBn: 1, sBk: 1, accumulate: true }),
       ops.gemm(this.gValue, this.h, vh.weight.grad.chunks[0].buffer, { M: 1, N: C, K: R, sAm: 1, sAk: 1, sBn: 1, sBk: C, accumulate: true }),
       ops.gemm(this.gValue, this.ones, vh.bias.grad.chunks[0].buffer, { M: 1, N: 1, K: R, sAm: 1, sAk: 1, sBn: 1, sBk: 1, accumulate: true }),
       backward.rmsnormBackward(this.x, model.finalNorm, this.dh, this.dx, this.rs, { R, C, eps }),
+      ...normGrad(this.x, full?.finalNorm),
     ];
     const qkvWidth = (H + 2 * Hk) * D;
     const attention = { B: this.B, T, H, Hk, D, S: T, maskLen: T };
     for (let l = model.layers.length - 1; l >= 0; l--) {
       const layer = model.layers[l];
       const a = this.layerBuffers[l];
+      const w = full?.layers[l];
       dispatches.push(
         // MLP block: x_out = x_mid + down(silu(gate(h2)) * up(h2)), h2 = RMSNorm(x_mid)
         ...ops.matmulInputGrad(this.dx, layer.down, this.dact, { M: R, ldDy: C }),
+        ...weightGrad(this.dx, C, a.act, w?.down),
         ...this.loraBackward(l, 'down_proj', a.act, F, this.dx, C, 0, this.dact),
         backward.siluMulBackward(a.gateUp, this.dact, this.dgateUp, R, F),
         ...ops.matmulInputGrad(this.dgateUp, layer.gateUp, this.dh, { M: R, ldDy: 2 * F }),
+        ...weightGrad(this.dgateUp, 2 * F, a.h2, w?.gateUp),
         ...this.loraBackward(l, 'gate_proj', a.h2, C, this.dgateUp, 2 * F, 0, this.dh),
         ...this.loraBackward(l, 'up_proj', a.h2, C, this.dgateUp, 2 * F, F, this.dh),
         backward.rmsnormBackward(a.xMid!, layer.postAttentionNorm, this.dh, this.dx, this.rs, { R, C, eps, accumulate: true }),
+        ...normGrad(a.xMid!, w?.postAttentionNorm),
         // attention block: x_mid = x_in + o(attention(rope(q), rope(k), v)), q, k, v from h1 = RMSNorm(x_in)
         ...ops.matmulInputGrad(this.dx, layer.o, this.dattended, { M: R, ldDy: C }),
+        ...weightGrad(this.dx, C, a.attended, w?.o),
+        ...biasGrad(this.dx, w?.oBias),
         ...this.loraBackward(l, 'o_proj', a.attended, H * D, this.dx, C, 0, this.dattended),
         backward.attentionBackwardQuery(a.qkv, this.kCache[l], this.vCache[l], this.keyMask, this.dattended, a.lse, this.delta, this.dqkv, attention),
         backward.attentionBackwardKey(a.qkv, this.kCache[l], this.vCache[l], this.keyMask, this.dattended, a.lse, this.delta, this.dqkv, attention),
         backward.ropeBackward(this.dqkv, this.positions, model.rope, { R, H, Hk, D }),
         ...ops.matmulInputGrad(this.dqkv, layer.qkv, this.dh, { M: R, ldDy: qkvWidth }),
+        ...weightGrad(this.dqkv, qkvWidth, a.h1, w?.qkv),
+        ...biasGrad(this.dqkv, w?.qkvBias),
         ...this.loraBackward(l, 'q_proj', a.h1, C, this.dqkv, qkvWidth, 0, this.dh),
         ...this.loraBackward(l, 'k_proj', a.h1, C, this.dqkv, qkvWidth, H * D, this.dh),
         ...this.loraBackward(l, 'v_proj', a.h1, C, this.dqkv, qkvWidth, (H + Hk) * D, this.dh),
         backward.rmsnormBackward(a.xIn!, layer.inputNorm, this.dh, this.dx, this.rs, { R, C, eps, accumulate: true }),
+        ...normGrad(a.xIn!, w?.inputNorm),
       );
     }
+    // dx is now the gradient of the embedding lookup's output
+    if (full) dispatches.push(backward.embeddingBackward(this.ids, this.dx, grad(full.embedding), { R, V, C, accumulate: true }));
     return dispatches;
   }
 

@@ -19,7 +19,18 @@ export interface ParameterView {
   grad: GpuMatrix;
 }
 
+/** Floats a tensor of `count` values takes in the flat buffers, padding to the next 256-byte boundary included. */
+function paddedFloats(count: number): number {
+  return Math.ceil(count / ALIGN_FLOATS) * ALIGN_FLOATS;
+}
+
 export class ParameterSet {
+  /** Floats each flat buffer of a set of these tensors holds, padding included (to check limits before allocating). */
+  static sizeFor(tensors: { rows: number; cols: number }[]): number {
+    return Math.max(ALIGN_FLOATS, tensors.reduce((n, t) => n + paddedFloats(t.rows * t.cols), 0));
+  }
+
+
   readonly params: GPUBuffer;
   readonly grads: GPUBuffer;
   /** Floats in each flat buffer, padding included. */
@@ -34,7 +45,7 @@ export class ParameterSet {
     const layout = tensors.map((t) => {
       if (t.data.length !== t.rows * t.cols) throw new RangeError(`${t.name}: ${t.data.length} values for [${t.rows}, ${t.cols}]`);
       const at = offset;
-      offset += Math.ceil((t.rows * t.cols) / ALIGN_FLOATS) * ALIGN_FLOATS;
+      offset += paddedFloats(t.rows * t.cols);
       return { ...t, offset: at };
     });
     this.size = Math.max(ALIGN_FLOATS, offset);
