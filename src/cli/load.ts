@@ -5,11 +5,11 @@ import type { GpuLoraAdapter } from '../engine/lora/gpu-adapter.ts';
 import { openAdapterSource, openModelSource } from '../engine/model/source-node.ts';
 import { byteProgress } from './progress.ts';
 
-export async function loadModelForCli(location: string, options: { quiet?: boolean } = {}): Promise<Model> {
+export async function loadModelForCli(location: string, options: { quiet?: boolean; trainable?: boolean } = {}): Promise<Model> {
   const source = openModelSource(location);
   const gpu = await requestNodeGpu({ onLost: (reason) => process.stderr.write(`GPU device lost: ${reason}\n`) });
   const progress = options.quiet ? null : byteProgress();
-  const model = await loadModel(gpu, source, (p) => progress?.update(`loading ${p.file}`, p.loadedBytes, p.totalBytes));
+  const model = await loadModel(gpu, source, (p) => progress?.update(`loading ${p.file}`, p.loadedBytes, p.totalBytes), { trainable: options.trainable });
   progress?.done(`${source.location}: ${model.config.architecture}, ${model.config.numLayers} layers, vocabulary ${model.config.vocabSize} (WebGPU: ${gpu.adapterName})`);
   return model;
 }

@@ -1,6 +1,6 @@
 // A loaded model ready to run: the files read from its folder and its weights on the GPU.
 import type { GpuContext } from './gpu/device.ts';
-import { GpuModel } from './gpu-model.ts';
+import { GpuModel, type GpuModelOptions } from './gpu-model.ts';
 import { generate, type GenerateOptions, type GenerateResult } from './generate.ts';
 import { loadModelFiles } from './model/load.ts';
 import type { LoadedModelFiles, ModelConfig, ModelSource, Tokenizer } from './model/types.ts';
@@ -16,8 +16,9 @@ export class Model {
   constructor(
     readonly gpu: GpuContext,
     readonly files: LoadedModelFiles,
+    options: GpuModelOptions = {},
   ) {
-    this.gpuModel = new GpuModel(gpu, files.config, files.weights);
+    this.gpuModel = new GpuModel(gpu, files.config, files.weights, options);
   }
 
   get config(): ModelConfig {
@@ -58,7 +59,7 @@ export class Model {
   }
 }
 
-/** Reads a model folder and uploads its weights. */
-export async function loadModel(gpu: GpuContext, source: ModelSource, onProgress?: (progress: WeightsProgress) => void): Promise<Model> {
-  return new Model(gpu, await loadModelFiles(source, onProgress));
+/** Reads a model folder and uploads its weights (as one trainable set with `trainable`, for full-parameter training). */
+export async function loadModel(gpu: GpuContext, source: ModelSource, onProgress?: (progress: WeightsProgress) => void, options: GpuModelOptions = {}): Promise<Model> {
+  return new Model(gpu, await loadModelFiles(source, onProgress), options);
 }

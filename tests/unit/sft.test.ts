@@ -63,6 +63,14 @@ describe.skipIf(!existsSync(STORIES260K_DIR))('rlplay sft on stories260K', () =>
     expect(lines).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
   });
 
+  test('--full trains every weight and writes a model folder that generates with the habit', async () => {
+    const out = join(dir, 'full');
+    await rlplay('sft', '--model', STORIES260K_DIR, '--data', data, '--out', out, '--epochs', '3', '--batch', '5', '--lr', '2e-3', '--full', '--seed', '1');
+    for (const file of ['config.json', 'tokenizer.json', 'model.safetensors']) expect(existsSync(join(out, file))).toBe(true);
+    const after = await rlplay('generate', '--model', out, '--prompt', 'The bird', '--max-new-tokens', '24', '--greedy', '--quiet');
+    expect(after.stdout).toContain('purple dragon');
+  });
+
   test('bad data is reported with its line', async () => {
     const bad = join(dir, 'bad.jsonl');
     await writeFile(bad, '{"prompt": "a", "completion": "b"}\n{"prompt": "a"}\n');

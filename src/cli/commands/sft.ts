@@ -5,7 +5,13 @@ import type { Command } from 'commander';
 import { mkdir, readFile, rename, rm, writeFile, appendFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { LORA_TARGETS, type LoraSettings, type LoraTarget } from '../../engine/lora/adapter.ts';
+import { LORA_TARGETS, type HostLoraAdapter, type LoraSettings, type LoraTarget } from '../../engine/lora/adapter.ts';
+import type { GpuLoraAdapter } from '../../engine/lora/gpu-adapter.ts';
+import type { Model } from '../../engine/model.ts';
+import { float32Tensor, serializeSafetensors } from '../../engine/model/safetensors.ts';
+import type { HostWeights } from '../../engine/model/types.ts';
+import { hostWeightTensors } from '../../engine/gpu-model.ts';
+import type { TrainerState } from '../../engine/train/trainer.ts';
 import { peftAdapterFiles } from '../../engine/lora/peft.ts';
 import { FileModelSource } from '../../engine/model/source-node.ts';
 import { checkpointFiles, hasCheckpoint, readCheckpoint } from '../../engine/train/checkpoint.ts';
@@ -24,6 +30,7 @@ interface SftFlags {
   loraAlpha: number;
   targets: string;
   rslora?: boolean;
+  full?: boolean;
   lr: number;
   schedule: 'constant' | 'cosine';
   warmup: number;
@@ -53,6 +60,17 @@ async function writeFolder(folder: string, files: Map<string, Uint8Array>): Prom
   await rename(temporary, folder);
 }
 
+/** Files besides the weights that make a model folder usable: config, tokenizer, chat template. */
+const MODEL_FOLDER_FILES = ['config.json', 'generation_config.json', 'tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'chat_template.jinja'];
+
+/** A complete model folder holding `weights`, with the source model's config and tokenizer. */
+async function modelFolderFiles(model: Model, weights: HostWeights): Promise<Map<string, Uint8Array>> {
+  const files = new Map<string, Uint8Array>();
+  for (const name of MODEL_FOLDER_FILES) if (await model.files.source.exists(name)) files.set(name, await model.files.source.readBytes(name));
+  files.set('model.safetensors', serializeSafetensors(hostWeightTensors(weights).map((t) => float32Tensor(t.name, t.shape, t.data))));
+  return files;
+}
+
 export function registerSft(program: Command): void {
   program
     .command('sft')
@@ -64,6 +82,7 @@ export function registerSft(program: Command): void {
     .option('--lora-alpha <alpha>', 'LoRA alpha (scaling alpha / r)', parseNumber, 16)
     .option('--targets <list>', `projections to adapt, from ${LORA_TARGETS.join(',')}`, 'q_proj,v_proj')
     .option('--rslora', 'scale by alpha / sqrt(r) (rank-stabilised LoRA)')
+    .option('--full', 'train every weight instead of a LoRA adapter (tiny models only); writes a whole model folder')
     .option('--lr <x>', 'peak learning rate', parseNumber, 1e-3)
     .option('--schedule <kind>', 'learning-rate schedule: constant or cosine (decays to 10%)', 'constant')
     .option('--warmup <steps>', 'linear warm-up steps', parseWholeNumber, 0)
@@ -85,7 +104,7 @@ export function registerSft(program: Command): void {
         throw new Error(`cannot read --data ${flags.data}: ${error.message}`);
       });
 
-      const model = await loadModelForCli(flags.model);
+      let model = await loadModelForCli(flags.model, { trainable: Boolean(flags.full) });
       const examples = parseSftJsonl(dataText, model.tokenizer, flags.data);
       const schedule = sftSchedule(examples.length, flags.batch, flags.epochs, flags.seed);
       const settings: SftProgress['settings'] = { ...flags, model: flags.model };
@@ -98,9 +117,9 @@ export function registerSft(program: Command): void {
           : flags.warmup > 0 ? { kind: 'warmup-constant', lr: flags.lr, warmupSteps: flags.warmup } : { kind: 'constant', lr: flags.lr };
 
       let startStep = 0;
-      let adapterHost;
+      let adapter: GpuLoraAdapter | null = null;
       let valueHead: ValueHead;
-      let optimizerState;
+      let optimizerState: TrainerState | undefined;
       const checkpointSource = new FileModelSource(checkpointDir);
       if (existsSync(checkpointDir) && (await hasCheckpoint(checkpointSource))) {
         const checkpoint = await readCheckpoint<SftProgress>(checkpointSource, model.config);
@@ -108,7 +127,13 @@ export function registerSft(program: Command): void {
           throw new Error(`${out} holds a checkpoint of a run with other data or settings; use another --out, or delete ${checkpointDir} to start over`);
         }
         startStep = checkpoint.progress.step;
-        adapterHost = checkpoint.adapter;
+        if (flags.full) {
+          // The checkpoint is a whole model folder: continue from its weights.
+          model.dispose();
+          model = await loadModelForCli(checkpointDir, { trainable: true });
+        } else {
+          adapter = model.uploadAdapter(checkpoint.adapter!);
+        }
         valueHead = new ValueHead(model.gpu, model.config.hiddenSize, checkpoint.valueHead);
         optimizerState = checkpoint.optimizer;
         process.stderr.write(`resuming from the checkpoint at step ${startStep} of ${schedule.length}\n`);
@@ -119,40 +144,48 @@ export function registerSft(program: Command): void {
           .filter((line) => line.trim() !== '' && (JSON.parse(line) as { step: number }).step <= startStep);
         await writeFile(metricsFile, kept.map((line) => `${line}\n`).join(''));
       } else {
-        const lora: LoraSettings = { r: flags.loraR, alpha: flags.loraAlpha, targets, rslora: Boolean(flags.rslora), dropout: 0, layers: null };
-        adapterHost = model.createAdapter(lora, flags.seed);
+        if (!flags.full) {
+          const lora: LoraSettings = { r: flags.loraR, alpha: flags.loraAlpha, targets, rslora: Boolean(flags.rslora), dropout: 0, layers: null };
+          adapter = model.uploadAdapter(model.createAdapter(lora, flags.seed));
+        }
         valueHead = new ValueHead(model.gpu, model.config.hiddenSize);
         await mkdir(out, { recursive: true });
         await writeFile(join(out, 'metrics.jsonl'), '');
       }
-      const adapter = model.uploadAdapter(adapterHost);
       const trainer = new Trainer(model.gpuModel, {
-        adapter,
+        train: adapter ?? 'full',
         valueHead,
         optimizer: { schedule: lrSchedule, maxGradNorm: flags.maxGradNorm, weightDecay: flags.weightDecay },
       });
       if (optimizerState) trainer.loadOptimizerState(optimizerState);
+      const trained = adapter ? `LoRA r=${adapter.settings.r} on ${adapter.settings.targets.join(',')}` : `every weight (${trainer.parameters.size} floats)`;
 
       const microBatch = flags.microBatch ?? flags.batch;
       const longest = Math.max(...examples.map((e) => e.prompt.length + e.completion.length));
       const mib = trainer.bytesPerMicroBatch(Math.min(microBatch, examples.length), longest) / 2 ** 20;
       process.stderr.write(
         `${examples.length} examples, ${schedule.length} steps of ${flags.batch} (micro-batches of ${microBatch}); ` +
-          `LoRA r=${adapterHost.settings.r} on ${adapterHost.settings.targets.join(',')}; ` +
+          `training ${trained}; ` +
           `each micro-batch needs up to ${mib.toFixed(1)} MiB of GPU memory for activations and gradients\n`,
       );
 
+      /** The trained result as files: a PEFT adapter, or in full mode a complete model folder. */
+      const resultFiles = async (): Promise<{ adapter?: HostLoraAdapter; modelFiles?: Map<string, Uint8Array> }> => {
+        if (adapter) return { adapter: await adapter.toHost() };
+        const modelFiles = await modelFolderFiles(model, await model.gpuModel.readWeights());
+        return { modelFiles };
+      };
       const save = async (step: number) => {
-        const host = await adapter.toHost();
+        const result = await resultFiles();
         const weights = await valueHead.parameters.read();
         const files = checkpointFiles<SftProgress>({
-          adapter: host,
+          ...result,
           valueHead: { weight: weights.get('value.weight')!, bias: weights.get('value.bias')![0] },
           optimizer: await trainer.optimizerState(),
           progress: { step, data: dataText, settings },
         });
         await writeFolder(checkpointDir, files);
-        for (const [name, bytes] of peftAdapterFiles(host)) await writeFile(join(out, name), bytes);
+        for (const [name, bytes] of result.adapter ? peftAdapterFiles(result.adapter) : result.modelFiles!) await writeFile(join(out, name), bytes);
       };
 
       const started = performance.now();
@@ -180,10 +213,11 @@ export function registerSft(program: Command): void {
           if ((step + 1) % flags.saveEvery === 0 || step + 1 === schedule.length) await save(step + 1);
         }
         if (startStep === schedule.length) await save(schedule.length);
-        process.stderr.write(`${process.stderr.isTTY ? '\n' : ''}adapter written to ${out} (adapter_config.json, adapter_model.safetensors); metrics in ${join(out, 'metrics.jsonl')}\n`);
+        const written = adapter ? 'adapter written to' : 'model (config, tokenizer, model.safetensors) written to';
+        process.stderr.write(`${process.stderr.isTTY ? '\n' : ''}${written} ${out}; metrics in ${join(out, 'metrics.jsonl')}\n`);
       } finally {
         trainer.dispose();
-        adapter.dispose();
+        adapter?.dispose();
         valueHead.dispose();
         model.dispose();
       }

@@ -1,9 +1,9 @@
 // A training checkpoint as a set of files, so that Node keeps it in a folder and the browser in
-// IndexedDB: the adapter in PEFT format (usable as is), the value head, the optimiser moments and
+// IndexedDB: the adapter in PEFT format (usable as is) or, in full-parameter mode, a whole model folder, the value head, the optimiser moments and
 // step counts, and the caller's own progress (epoch, batch, RNG state...). Restoring all of it makes
 // the next step exactly the step an uninterrupted run would have taken.
 import type { HostLoraAdapter } from '../lora/adapter.ts';
-import { peftAdapterFiles, readPeftAdapter } from '../lora/peft.ts';
+import { ADAPTER_CONFIG, peftAdapterFiles, readPeftAdapter } from '../lora/peft.ts';
 import { float32Tensor, parseSafetensors, serializeSafetensors, tensorToFloat32 } from '../model/safetensors.ts';
 import { readJsonFile } from '../model/source.ts';
 import { ModelLoadError, type ModelConfig, type ModelSource } from '../model/types.ts';
@@ -15,7 +15,10 @@ const OPTIMIZER_FILE = 'optimizer.safetensors';
 const FORMAT = 'rlplay-checkpoint';
 
 export interface Checkpoint<Progress> {
-  adapter: HostLoraAdapter;
+  /** The trained LoRA adapter; absent in full-parameter mode, where `modelFiles` hold the weights. */
+  adapter?: HostLoraAdapter;
+  /** A whole model folder (config, tokenizer, model.safetensors) in full-parameter mode. */
+  modelFiles?: Map<string, Uint8Array>;
   valueHead: { weight: Float32Array; bias: number };
   optimizer: TrainerState;
   /** What the caller needs to continue (e.g. which batches are done); JSON. */
@@ -23,7 +26,7 @@ export interface Checkpoint<Progress> {
 }
 
 export function checkpointFiles<Progress>(checkpoint: Checkpoint<Progress>): Map<string, Uint8Array> {
-  const files = peftAdapterFiles(checkpoint.adapter);
+  const files = new Map(checkpoint.adapter ? peftAdapterFiles(checkpoint.adapter) : checkpoint.modelFiles);
   const { weight, bias } = checkpoint.valueHead;
   files.set(VALUE_HEAD_FILE, serializeSafetensors([float32Tensor('value.weight', [1, weight.length], weight), float32Tensor('value.bias', [1], Float32Array.of(bias))]));
   const o = checkpoint.optimizer;
@@ -49,7 +52,7 @@ export function hasCheckpoint(source: ModelSource): Promise<boolean> {
 export async function readCheckpoint<Progress>(source: ModelSource, config: ModelConfig): Promise<Checkpoint<Progress>> {
   const state = (await readJsonFile(source, STATE_FILE)) as { format?: string; adapterStep: number; valueHeadStep: number; progress: Progress };
   if (state.format !== FORMAT) throw new ModelLoadError(`${source.location}: ${STATE_FILE} is not an rlplay checkpoint (format ${JSON.stringify(state.format)})`, STATE_FILE);
-  const adapter = await readPeftAdapter(source, config);
+  const adapter = (await source.exists(ADAPTER_CONFIG)) ? await readPeftAdapter(source, config) : undefined;
   const tensors = async (file: string) => parseSafetensors(await source.readBytes(file), file);
   const value = await tensors(VALUE_HEAD_FILE);
   const optimizer = await tensors(OPTIMIZER_FILE);

@@ -1,11 +1,11 @@
 // The training-step API the RL algorithms and the SFT command call:
 //
-//   const trainer = new Trainer(model.gpuModel, { adapter, optimizer: { schedule: { kind: 'constant', lr: 1e-3 } } });
+//   const trainer = new Trainer(model.gpuModel, { train: adapter, optimizer: { schedule: { kind: 'constant', lr: 1e-3 } } });
 //   const metrics = await trainer.step(microBatches, { ppo: 1, value: 0.5, entropy: 0.01 });
 //
 // A step runs forward, loss and backward for each micro-batch (gradients accumulate, the loss is
 // averaged over all action tokens of the step), then AdamW with global-norm clipping on the LoRA
-// matrices and on the value head, and reads back only the scalar metrics: one readback per step.
+// matrices (or every weight, in full mode) and on the value head, and reads back only the scalar metrics: one readback per step.
 import { readBuffers } from '../gpu/buffers.ts';
 import { encodeDispatches, type Dispatch } from '../gpu/kernels.ts';
 import type { GpuModel } from '../gpu-model.ts';
@@ -14,11 +14,15 @@ import { packBatch, type TrainBatch } from './batch.ts';
 import { TrainingState } from './graph.ts';
 import { LOSS_METRICS, resolveLossWeights, writeLossParams, type LossWeights } from './loss.ts';
 import { AdamW, GRAD_NORM_BYTES, type AdamWOptions, type AdamWState } from './optimizer.ts';
+import type { ParameterSet } from './parameters.ts';
 import { ValueHead } from './value-head.ts';
 
 export interface TrainerOptions {
-  /** The LoRA adapter to train (updated in place on the GPU). */
-  adapter: GpuLoraAdapter;
+  /**
+   * The LoRA adapter to train (updated in place on the GPU), or 'full' to train every weight of a
+   * model built with `trainable` (tiny models only).
+   */
+  train: GpuLoraAdapter | 'full';
   /** AdamW settings, shared by the adapter and the value head. */
   optimizer: AdamWOptions;
   /** A value head to continue training (default: a new one, initialised to zero). */
@@ -33,7 +37,7 @@ export interface StepMetrics {
   /** Each term averaged over action tokens, before its weight (losses/clip_fraction: share of clipped tokens). */
   terms: Record<(typeof LOSS_METRICS)[number], number>;
   'charts/learning_rate': number;
-  /** Global gradient norm of the adapter before clipping. */
+  /** Global gradient norm of the trained parameters (adapter or all weights) before clipping. */
   'losses/grad_norm': number;
   'losses/value_grad_norm': number;
   /** True when a non-finite gradient made the optimiser skip the update. */
@@ -44,12 +48,15 @@ export interface StepMetrics {
 }
 
 export interface TrainerState {
+  /** Moments of the trained parameters: the adapter's, or every weight's in full mode. */
   adapter: AdamWState;
   valueHead: AdamWState;
 }
 
 export class Trainer {
-  readonly adapter: GpuLoraAdapter;
+  /** The adapter being trained; null in full-parameter mode. */
+  readonly adapter: GpuLoraAdapter | null;
+  readonly parameters: ParameterSet;
   readonly valueHead: ValueHead;
   private readonly adapterOptimizer: AdamW;
   private readonly valueOptimizer: AdamW;
@@ -62,11 +69,18 @@ export class Trainer {
     options: TrainerOptions,
   ) {
     const device = model.gpu.device;
-    this.adapter = options.adapter;
+    if (options.train === 'full') {
+      if (!model.trainable) throw new RangeError('full-parameter training needs the model loaded with trainable weights');
+      this.adapter = null;
+      this.parameters = model.trainable.parameters;
+    } else {
+      this.adapter = options.train;
+      this.parameters = options.train.parameters;
+    }
     this.ownsValueHead = !options.valueHead;
     this.valueHead = options.valueHead ?? new ValueHead(model.gpu, model.config.hiddenSize);
     this.cachedShapes = options.cachedShapes ?? 4;
-    const params = this.adapter.parameters;
+    const params = this.parameters;
     this.adapterOptimizer = new AdamW(device, model.kernels, params.params, params.grads, params.size, options.optimizer);
     const value = this.valueHead.parameters;
     this.valueOptimizer = new AdamW(device, model.kernels, value.params, value.grads, value.size, options.optimizer);
@@ -79,7 +93,8 @@ export class Trainer {
 
   /** GPU memory one micro-batch of B sequences of T tokens needs for activations and their gradients. */
   bytesPerMicroBatch(B: number, T: number): number {
-    return TrainingState.bytesNeeded(this.model, B, T, this.adapter.rank, this.adapter.host.modules.length / this.model.config.numLayers);
+    const targets = this.adapter ? this.adapter.host.modules.length / this.model.config.numLayers : 0;
+    return TrainingState.bytesNeeded(this.model, B, T, this.adapter?.rank ?? 0, targets);
   }
 
   /** Dispatches of one optimiser step over a single micro-batch of this shape. */
@@ -93,7 +108,7 @@ export class Trainer {
     if (entry) {
       this.states.delete(key); // re-insert as the most recently used
     } else {
-      const state = new TrainingState(this.model, B, T, this.adapter, this.valueHead);
+      const state = new TrainingState(this.model, B, T, this.adapter, this.valueHead, { fullParameters: !this.adapter });
       entry = { state, plan: state.plan() };
       if (this.states.size >= this.cachedShapes) {
         const [oldestKey, oldest] = this.states.entries().next().value!;
@@ -173,7 +188,7 @@ export class Trainer {
     this.valueOptimizer.loadState(state.valueHead);
   }
 
-  /** Frees the training states and optimisers (and the value head if the trainer made it); the adapter stays. */
+  /** Frees the training states and optimisers (and the value head if the trainer made it); the adapter or model stays. */
   dispose(): void {
     for (const { state } of this.states.values()) state.dispose();
     this.states.clear();
