@@ -155,14 +155,24 @@ export class ForwardState {
     };
   }
 
+  /**
+   * LoRA dropout of the adapter's input: none at inference. The training state overrides this to
+   * return the dropped-out input it keeps for the backward pass, and the dispatch that makes it.
+   */
+  protected loraDropout(_layer: number, _target: LoraTarget, _x: GPUBuffer, _R: number, _inFeatures: number): { input: GPUBuffer; dispatches: Dispatch[] } | null {
+    return null;
+  }
+
   /** y[:, column0 ..] += scaling * (x A^T) B^T for the adapter's module at (layer, target), if any. */
   private lora(layer: number, target: LoraTarget, a: LayerActivations, x: GPUBuffer, y: GPUBuffer, R: number, ldY: number, column0 = 0): Dispatch[] {
     const adapter = this.shape.adapter;
     const module = adapter?.module(layer, target);
     if (!adapter || !module) return [];
     const hidden = a.loraHidden(target);
+    const dropped = this.loraDropout(layer, target, x, R, module.A.cols);
     return [
-      ...this.ops.matmul(x, module.A, null, hidden, { M: R }),
+      ...(dropped?.dispatches ?? []),
+      ...this.ops.matmul(dropped?.input ?? x, module.A, null, hidden, { M: R }),
       ...this.ops.matmul(hidden, module.B, null, y, { M: R, ldY, column0, accumulate: true, alpha: adapter.scaling }),
     ];
   }

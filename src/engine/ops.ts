@@ -140,6 +140,16 @@ export class OpBuilder {
     return this.kernels.dispatch('silu_mul', [this.uniform('silu_mul', [R, F]), gateUp, out], grid(R * F, 64));
   }
 
+  /**
+   * Inverted dropout of x [N] into out (added with accumulate), with the counter-based mask of
+   * (seed, stream, counter.step); drop probability p in [0, 1).
+   */
+  dropout(x: Binding, out: Binding, counter: GPUBuffer, s: { N: number; seed: number; stream: number; p: number; accumulate?: boolean }): Dispatch {
+    const threshold = Math.min(0xffffffff, Math.floor(s.p * 2 ** 32));
+    const params = this.uniform('dropout', [s.N, s.seed >>> 0, s.stream, threshold, { f32: 1 / (1 - s.p) }, s.accumulate ? 1 : 0]);
+    return this.kernels.dispatch('dropout', [params, counter, x, out], grid(s.N, 64));
+  }
+
   /** Per-row log-probability of targets[r] (i32, < 0 for none) and entropy, from logits [R, V]. */
   tokenLogprobs(logits: GPUBuffer | GPUBufferBinding, targets: GPUBuffer | GPUBufferBinding, logprob: GPUBuffer | GPUBufferBinding, entropy: GPUBuffer | GPUBufferBinding, R: number, V: number): Dispatch {
     return this.kernels.dispatch('token_logprobs', [this.uniform('logprobs', [R, V]), logits, targets, logprob, entropy], grid(R, 1));

@@ -47,3 +47,9 @@ export function samplingUniform(seed: number, b: number, step: number): number {
   const h = pcgHash((seed ^ pcgHash((b ^ pcgHash(step)) >>> 0)) >>> 0);
   return (h >>> 8) / 16777216;
 }
+
+/** Whether dropout.wgsl keeps element i of stream `stream` at training step `step` (drop probability p). */
+export function dropoutKeeps(seed: number, stream: number, step: number, i: number, p: number): boolean {
+  const threshold = Math.min(0xffffffff, Math.floor(p * 2 ** 32));
+  return pcgHash((seed ^ pcgHash((stream ^ pcgHash((step ^ pcgHash(i)) >>> 0)) >>> 0)) >>> 0) >= threshold;
+}

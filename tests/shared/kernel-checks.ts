@@ -6,7 +6,7 @@ import { encodeDispatches, Kernels, type Dispatch } from '../../src/engine/gpu/k
 import { uploadMatrix } from '../../src/engine/gpu/matrix.ts';
 import { OpBuilder } from '../../src/engine/ops.ts';
 import * as ref from '../../src/engine/reference/ops.ts';
-import { resolveSampling, samplingUniform } from '../../src/engine/sampling-params.ts';
+import { dropoutKeeps, resolveSampling, samplingUniform } from '../../src/engine/sampling-params.ts';
 import { assert, assertClose, assertEqual, randomArray, seededRandom } from './assert.ts';
 
 export interface GpuCheck {
@@ -285,6 +285,26 @@ const samplingCheck: GpuCheck = {
   },
 };
 
+const dropoutCheck: GpuCheck = {
+  name: 'dropout: counter-based inverted dropout matches its reference mask, and accumulates',
+  async run(gpu) {
+    const random = seededRandom(10);
+    const N = 5000, p = 0.3, seed = 77, stream = 12, step = 5;
+    await withOps(gpu, 8, async (ops) => {
+      const x = randomArray(random, N);
+      const base = randomArray(random, N);
+      const outGpu = storageFrom(gpu.device, base, 'out');
+      const counter = cursorBuffer(gpu.device, step, 0); // the counter's first field is the step
+      run(gpu, [ops.dropout(storageFrom(gpu.device, x, 'x'), outGpu, counter, { N, seed, stream, p, accumulate: true })]);
+      const expected = Array.from(x, (v, i) => base[i] + (dropoutKeeps(seed, stream, step, i, p) ? v / (1 - p) : 0));
+      assertClose(await readFloat32(gpu.device, outGpu, N), expected, 'dropout (accumulated)', 1e-6, 1e-6);
+      const kept = expected.filter((_, i) => dropoutKeeps(seed, stream, step, i, p)).length / N;
+      assert(Math.abs(kept - (1 - p)) < 0.03, `kept fraction ${kept} is near ${1 - p}`);
+      assert(Array.from({ length: 200 }, (_, i) => dropoutKeeps(seed, stream, step + 1, i, p) !== dropoutKeeps(seed, stream, step, i, p)).some(Boolean), 'another step draws another mask');
+    });
+  },
+};
+
 const gridCheck: GpuCheck = {
   name: 'grid: element kernels cover more than 65535 workgroups',
   async run(gpu) {
@@ -301,4 +321,4 @@ const gridCheck: GpuCheck = {
   },
 };
 
-export const kernelChecks: GpuCheck[] = [matmulCheck, gradientMatmulCheck, rmsnormCheck, ropeCheck, attentionCheck, gatherCheck, siluCheck, logprobsCheck, samplingCheck, gridCheck];
+export const kernelChecks: GpuCheck[] = [matmulCheck, gradientMatmulCheck, rmsnormCheck, ropeCheck, attentionCheck, gatherCheck, siluCheck, dropoutCheck, logprobsCheck, samplingCheck, gridCheck];

@@ -11,7 +11,7 @@ import type { HostLinear, HostTensor, HostWeights, ModelConfig } from '../../src
 import { score } from '../../src/engine/score.ts';
 import type { HostLoraAdapter } from '../../src/engine/lora/adapter.ts';
 import { padLeft } from '../../src/engine/padding.ts';
-import { referenceForward } from '../../src/engine/reference/model.ts';
+import { referenceForward, type ReferenceDropout } from '../../src/engine/reference/model.ts';
 import { entropy, logSoftmax } from '../../src/engine/reference/ops.ts';
 import { packBatch, type PackedBatch, type TrainBatch } from '../../src/engine/train/batch.ts';
 import { TrainingState } from '../../src/engine/train/graph.ts';
@@ -86,11 +86,11 @@ const lossCheck: GpuCheck = {
  */
 function referenceLoss(
   model: { config: ModelConfig; files: { weights: HostWeights } }, batch: TrainBatch, packed: PackedBatch, weights: LossWeights,
-  adapter: HostLoraAdapter | undefined, value: { weight: Float64Array; bias: number }, base: HostWeights = model.files.weights,
+  adapter: HostLoraAdapter | undefined, value: { weight: Float64Array; bias: number }, base: HostWeights = model.files.weights, dropout?: ReferenceDropout,
 ): number {
   const padded = padLeft(batch.sequences, 0);
   const { vocabSize: V, hiddenSize: C } = model.config;
-  const ref = referenceForward(model.config, base, padded.ids, padded.mask, adapter);
+  const ref = referenceForward(model.config, base, padded.ids, padded.mask, adapter, dropout);
   const R = packed.B * packed.T;
   const lp = new Float64Array(R);
   const ent = new Float64Array(R);
@@ -110,18 +110,21 @@ function referenceLoss(
 }
 
 const gradientCheck: GpuCheck = {
-  name: 'backward: LoRA and value-head gradients match central differences of the float64 loss (multi-turn masks, padding)',
+  name: 'backward: LoRA (with and without dropout) and value-head gradients match central differences of the float64 loss (multi-turn masks, padding)',
   async run(gpu) {
     const shapes: TinyModelOptions[] = [
       { architecture: 'llama', numHeads: 4, numKvHeads: 2, tied: false, numLayers: 2, seed: 31 },
       { architecture: 'qwen2', numHeads: 4, numKvHeads: 1, tied: true, numLayers: 2, seed: 32 },
     ];
     const weights: LossWeights = { pg: 1, nll: 0.5, entropy: 0.1, kl: 0.2, value: 0.5 };
+    // The qwen2 case trains with LoRA dropout: the gradient is that of the loss under the step's masks.
+    const dropoutOf = (options: TinyModelOptions) => (options.architecture === 'qwen2' ? 0.25 : 0);
+    const masks: ReferenceDropout = { seed: 5, step: 3 };
 
     for (const options of shapes) {
       const model = await loadModel(gpu, new MemoryModelSource(tinyModelFiles(options).files));
       const random = seededRandom(options.seed!);
-      const host = model.createAdapter({ r: 2, alpha: 4, targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'], rslora: false, dropout: 0, layers: null }, options.seed!);
+      const host = model.createAdapter({ r: 2, alpha: 4, targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'], rslora: false, dropout: dropoutOf(options), layers: null }, options.seed!);
       for (const m of host.modules) m.B = randomArray(random, m.B.length, 0.3);
       const adapter = model.uploadAdapter(host);
       const C = model.config.hiddenSize;
@@ -134,8 +137,9 @@ const gradientCheck: GpuCheck = {
       const perToken = (scale: number) => sequences.map((s) => s.map(() => (random() * 2 - 1) * scale));
       const batch: TrainBatch = { sequences, actionMask, advantages: perToken(1), refLogprobs: perToken(1).map((row) => row.map((x) => x - 3)), returns: perToken(1) };
       const packed = packBatch(batch);
-      const state = new TrainingState(model.gpuModel, packed.B, packed.T, adapter, valueHead);
+      const state = new TrainingState(model.gpuModel, packed.B, packed.T, adapter, valueHead, { dropoutSeed: masks.seed });
       state.load(packed);
+      state.setDropoutStep(masks.step);
       writeLossParams(gpu.device, state.lossParams, weights, packed.B * packed.T, packed.actionTokens);
       const encoder = gpu.device.createCommandEncoder();
       adapter.parameters.zeroGrads(encoder);
@@ -148,7 +152,7 @@ const gradientCheck: GpuCheck = {
 
       const h = 1e-4;
       const valueF64 = { weight: Float64Array.from(value.weight), bias: value.bias };
-      const lossAt = (a: HostLoraAdapter, v = valueF64) => referenceLoss(model, batch, packed, weights, a, v);
+      const lossAt = (a: HostLoraAdapter, v = valueF64) => referenceLoss(model, batch, packed, weights, a, v, undefined, masks);
       const compared: { what: string; gpu: number; fd: number }[] = [];
       for (const m of host.modules.filter((_, i) => i % 3 === 0)) {
         for (const [matrix, name] of [[m.A, 'A'], [m.B, 'B']] as const) {

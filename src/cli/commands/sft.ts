@@ -29,6 +29,7 @@ interface SftFlags {
   loraR: number;
   loraAlpha: number;
   targets: string;
+  loraDropout: number;
   rslora?: boolean;
   full?: boolean;
   lr: number;
@@ -81,6 +82,7 @@ export function registerSft(program: Command): void {
     .option('--lora-r <r>', 'LoRA rank', parseWholeNumber, 8)
     .option('--lora-alpha <alpha>', 'LoRA alpha (scaling alpha / r)', parseNumber, 16)
     .option('--targets <list>', `projections to adapt, from ${LORA_TARGETS.join(',')}`, 'q_proj,v_proj')
+    .option('--lora-dropout <p>', 'dropout on the adapter input while training', parseNumber, 0)
     .option('--rslora', 'scale by alpha / sqrt(r) (rank-stabilised LoRA)')
     .option('--full', 'train every weight instead of a LoRA adapter (tiny models only); writes a whole model folder')
     .option('--lr <x>', 'peak learning rate', parseNumber, 1e-3)
@@ -145,7 +147,7 @@ export function registerSft(program: Command): void {
         await writeFile(metricsFile, kept.map((line) => `${line}\n`).join(''));
       } else {
         if (!flags.full) {
-          const lora: LoraSettings = { r: flags.loraR, alpha: flags.loraAlpha, targets, rslora: Boolean(flags.rslora), dropout: 0, layers: null };
+          const lora: LoraSettings = { r: flags.loraR, alpha: flags.loraAlpha, targets, rslora: Boolean(flags.rslora), dropout: flags.loraDropout, layers: null };
           adapter = model.uploadAdapter(model.createAdapter(lora, flags.seed));
         }
         valueHead = new ValueHead(model.gpu, model.config.hiddenSize);
@@ -156,6 +158,7 @@ export function registerSft(program: Command): void {
         train: adapter ?? 'full',
         valueHead,
         optimizer: { schedule: lrSchedule, maxGradNorm: flags.maxGradNorm, weightDecay: flags.weightDecay },
+        seed: flags.seed,
       });
       if (optimizerState) trainer.loadOptimizerState(optimizerState);
       const trained = adapter ? `LoRA r=${adapter.settings.r} on ${adapter.settings.targets.join(',')}` : `every weight (${trainer.parameters.size} floats)`;

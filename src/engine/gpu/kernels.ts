@@ -1,6 +1,7 @@
 // Compiled compute pipelines, one per WGSL entry point, built on first use and kept.
 import activationWgsl from '../../../shaders/activation.wgsl?raw';
 import backwardWgsl from '../../../shaders/backward.wgsl?raw';
+import dropoutWgsl from '../../../shaders/dropout.wgsl?raw';
 import attentionWgsl from '../../../shaders/attention.wgsl?raw';
 import gatherWgsl from '../../../shaders/gather.wgsl?raw';
 import logprobsWgsl from '../../../shaders/logprobs.wgsl?raw';
@@ -19,6 +20,7 @@ const ENTRY_POINTS = {
   attention: attentionWgsl,
   gather_rows: gatherWgsl,
   silu_mul: activationWgsl,
+  dropout: dropoutWgsl,
   token_logprobs: logprobsWgsl,
   sample: samplingWgsl,
   rmsnorm_backward: backwardWgsl,

@@ -1,6 +1,7 @@
 // Float64 reference of the whole decoder forward over a padded batch, built from the reference ops.
 // The engine's logits are checked against it on random tiny models of every supported shape.
-import { loraScaling, type HostLoraAdapter, type LoraModule, type LoraTarget } from '../lora/adapter.ts';
+import { LORA_TARGETS, loraScaling, type HostLoraAdapter, type LoraModule, type LoraTarget } from '../lora/adapter.ts';
+import { dropoutKeeps } from '../sampling-params.ts';
 import type { HostLinear, HostWeights, ModelConfig } from '../model/types.ts';
 import { ropeTable } from '../rope.ts';
 import { positionsFromMask } from '../padding.ts';
@@ -13,18 +14,28 @@ export interface ReferenceOutput {
   hidden: Float64Array;
 }
 
-/** x W^T + bias, plus the LoRA update s (x A^T) B^T when the adapter adapts this projection. */
-function linear(x: Float64Array, rows: number, layer: HostLinear, lora: LoraModule | undefined, scaling: number): Float64Array {
+/** LoRA dropout as dropout.wgsl draws it: the masks of one training step. */
+export interface ReferenceDropout {
+  seed: number;
+  step: number;
+}
+
+/**
+ * x W^T + bias, plus the LoRA update s (dropout(x) A^T) B^T when the adapter adapts this projection
+ * (dropout only when `dropout` is given and the adapter's probability is above 0).
+ */
+function linear(x: Float64Array, rows: number, layer: HostLinear, lora: LoraModule | undefined, scaling: number, dropout?: { seed: number; step: number; stream: number; p: number }): Float64Array {
   const [N, K] = layer.weight.shape;
   const y = matmul(x, layer.weight.data, rows, N, K, layer.bias?.data ?? null);
   if (!lora) return y;
   const r = lora.A.length / K;
-  const update = matmul(matmul(x, lora.A, rows, r, K), lora.B, rows, N, r, null, scaling);
+  const input = dropout && dropout.p > 0 ? x.map((v, i) => (dropoutKeeps(dropout.seed, dropout.stream, dropout.step, i, dropout.p) ? v / (1 - dropout.p) : 0)) : x;
+  const update = matmul(matmul(input, lora.A, rows, r, K), lora.B, rows, N, r, null, scaling);
   return y.map((value, i) => value + update[i]);
 }
 
 /** ids and mask are [B][T] (mask 1 = real token, 0 = padding); the adapter, if given, is applied in float64. */
-export function referenceForward(config: ModelConfig, weights: HostWeights, ids: number[][], mask: number[][], adapter?: HostLoraAdapter): ReferenceOutput {
+export function referenceForward(config: ModelConfig, weights: HostWeights, ids: number[][], mask: number[][], adapter?: HostLoraAdapter, dropout?: ReferenceDropout): ReferenceOutput {
   const B = ids.length;
   const T = ids[0].length;
   const R = B * T;
@@ -33,7 +44,8 @@ export function referenceForward(config: ModelConfig, weights: HostWeights, ids:
   const table = ropeTable(config, Math.max(...positions) + 1);
   const scaling = adapter ? loraScaling(adapter.settings) : 0;
   const project = (x: Float64Array, l: number, target: LoraTarget, w: HostLinear) =>
-    linear(x, R, w, adapter?.modules.find((m) => m.layer === l && m.target === target), scaling);
+    linear(x, R, w, adapter?.modules.find((m) => m.layer === l && m.target === target), scaling,
+      dropout && adapter ? { ...dropout, stream: l * LORA_TARGETS.length + LORA_TARGETS.indexOf(target), p: adapter.settings.dropout } : undefined);
   let x = gatherRows(weights.embedding.data, ids.flat(), C);
   for (const [l, layer] of weights.layers.entries()) {
     const h = rmsnorm(x, layer.inputNorm.data, R, C, config.rmsNormEps);

@@ -14,12 +14,12 @@
 // Shapes follow llm.c: B sequences of T tokens, R = B*T rows, C hidden, F MLP width, V vocabulary.
 // Row (b, t) predicts token t+1: its log-prob, entropy and value belong to that next token.
 import { BackwardOps } from '../backward-ops.ts';
-import { storageBuffer } from '../gpu/buffers.ts';
+import { storageBuffer, uniformBuffer } from '../gpu/buffers.ts';
 import type { Dispatch } from '../gpu/kernels.ts';
 import type { GpuMatrix } from '../gpu/matrix.ts';
 import type { GpuModel, TrainableWeights } from '../gpu-model.ts';
 import { ForwardState, type LayerActivations } from '../forward.ts';
-import type { LoraTarget } from '../lora/adapter.ts';
+import { LORA_TARGETS, type LoraTarget } from '../lora/adapter.ts';
 import type { GpuLoraAdapter } from '../lora/gpu-adapter.ts';
 import { INPUT_FLOATS, LOSS_METRICS, LOSS_PARAMS_BYTES, lossDispatches } from './loss.ts';
 import type { PackedBatch } from './batch.ts';
@@ -32,6 +32,8 @@ export interface TrainingOptions {
    * Needs a GpuModel built with `{ trainable: true }` and no LoRA adapter.
    */
   fullParameters?: boolean;
+  /** Seed of the LoRA dropout masks (used when the adapter's dropout > 0). Default 0. */
+  dropoutSeed?: number;
 }
 
 export class TrainingState extends ForwardState {
@@ -65,6 +67,11 @@ export class TrainingState extends ForwardState {
   private readonly delta: GPUBuffer;
   private readonly dlogits: GPUBuffer;
   private readonly dLoraHidden: GPUBuffer | null;
+  // LoRA dropout: each adapted projection's dropped-out input, and a scratch for its gradient
+  private readonly dropoutSeed: number;
+  private readonly dropoutCounter: GPUBuffer;
+  private readonly droppedInputs = new Map<string, GPUBuffer>();
+  private droppedGrad: GPUBuffer | null = null;
 
   constructor(
     model: GpuModel,
@@ -132,6 +139,13 @@ export class TrainingState extends ForwardState {
     this.delta = buffer(R * H, 'attention delta');
     this.dlogits = buffer(R * V, 'd logits');
     this.dLoraHidden = adapter ? buffer(R * r, 'd lora hidden') : null;
+    this.dropoutSeed = options.dropoutSeed ?? 0;
+    this.dropoutCounter = uniformBuffer(model.gpu.device, [0, 0, 0, 0], 'dropout step');
+    this.buffers.push(this.dropoutCounter);
+    if (adapter && adapter.settings.dropout > 0) {
+      for (const m of adapter.host.modules) this.droppedInputs.set(`${m.layer}.${m.target}`, buffer(R * m.inFeatures, `lora dropped input ${m.layer}.${m.target}`));
+      this.droppedGrad = buffer(R * Math.max(C, F, H * D), 'lora dropped input gradient');
+    }
   }
 
   protected override layerActivations(layer: number): LayerActivations {
@@ -243,10 +257,13 @@ export class TrainingState extends ForwardState {
    * Gradients of y[:, column0 ..] += s (x A^T) B^T given dy: dB += s dy^T t, dt = s dy B, dA += dt^T x,
    * and dx += dt A, where t = x A^T was kept by the forward.
    */
-  private loraBackward(layer: number, target: LoraTarget, x: GPUBuffer, inFeatures: number, dy: GPUBuffer, ldDy: number, column0: number, dx: GPUBuffer): Dispatch[] {
+  private loraBackward(layer: number, target: LoraTarget, input: GPUBuffer, inFeatures: number, dy: GPUBuffer, ldDy: number, column0: number, dx: GPUBuffer): Dispatch[] {
     const module = this.adapter?.module(layer, target);
     if (!this.adapter || !module) return [];
     const { ops, R } = this;
+    // With dropout, A saw the dropped-out input, and the input's gradient passes the same mask.
+    const dropped = this.droppedInputs.get(`${layer}.${target}`);
+    const x = dropped ?? input;
     const r = this.adapter.rank;
     const s = this.adapter.scaling;
     const out = module.B.rows;
@@ -258,8 +275,29 @@ export class TrainingState extends ForwardState {
       ops.gemm(dy, t, param(grads.view(module.names.B).grad), { M: out, N: r, K: R, sAm: 1, sAk: ldDy, aOffset: column0, sBn: 1, sBk: r, alpha: s, accumulate: true }),
       ops.gemm(dy, param(module.B), dt, { M: R, N: r, K: out, sAm: ldDy, sAk: 1, aOffset: column0, sBn: 1, sBk: r, alpha: s }),
       ops.gemm(dt, x, param(grads.view(module.names.A).grad), { M: r, N: inFeatures, K: R, sAm: 1, sAk: r, sBn: 1, sBk: inFeatures, accumulate: true }),
-      ops.gemm(dt, param(module.A), dx, { M: R, N: inFeatures, K: r, sAm: r, sAk: 1, sBn: 1, sBk: inFeatures, accumulate: true }),
+      ...(dropped
+        ? [
+            ops.gemm(dt, param(module.A), this.droppedGrad!, { M: R, N: inFeatures, K: r, sAm: r, sAk: 1, sBn: 1, sBk: inFeatures }),
+            ops.dropout(this.droppedGrad!, dx, this.dropoutCounter, { ...this.dropoutStream(layer, target), N: R * inFeatures, accumulate: true }),
+          ]
+        : [ops.gemm(dt, param(module.A), dx, { M: R, N: inFeatures, K: r, sAm: r, sAk: 1, sBn: 1, sBk: inFeatures, accumulate: true })]),
     ];
+  }
+
+  /** The mask parameters of one adapted projection: its own stream, the adapter's drop probability. */
+  private dropoutStream(layer: number, target: LoraTarget): { seed: number; stream: number; p: number } {
+    return { seed: this.dropoutSeed, stream: layer * LORA_TARGETS.length + LORA_TARGETS.indexOf(target), p: this.adapter!.settings.dropout };
+  }
+
+  protected override loraDropout(layer: number, target: LoraTarget, x: GPUBuffer, R: number, inFeatures: number): { input: GPUBuffer; dispatches: Dispatch[] } | null {
+    const input = this.droppedInputs.get(`${layer}.${target}`);
+    if (!input) return null;
+    return { input, dispatches: [this.ops.dropout(x, input, this.dropoutCounter, { ...this.dropoutStream(layer, target), N: R * inFeatures })] };
+  }
+
+  /** Selects the dropout masks of a training step (the same step always draws the same masks). */
+  setDropoutStep(step: number): void {
+    this.write(this.dropoutCounter, new Uint32Array([step, 0, 0, 0]));
   }
 
   override dispose(): void {

@@ -29,6 +29,8 @@ export interface TrainerOptions {
   valueHead?: ValueHead;
   /** Training states kept for reuse, one per micro-batch shape [B, T] (default 4). */
   cachedShapes?: number;
+  /** Seed of the LoRA dropout masks (default 0). */
+  seed?: number;
 }
 
 export interface StepMetrics {
@@ -63,6 +65,7 @@ export class Trainer {
   private readonly states = new Map<string, { state: TrainingState; plan: Dispatch[] }>();
   private readonly cachedShapes: number;
   private readonly ownsValueHead: boolean;
+  private readonly seed: number;
 
   constructor(
     readonly model: GpuModel,
@@ -80,6 +83,7 @@ export class Trainer {
     this.ownsValueHead = !options.valueHead;
     this.valueHead = options.valueHead ?? new ValueHead(model.gpu, model.config.hiddenSize);
     this.cachedShapes = options.cachedShapes ?? 4;
+    this.seed = options.seed ?? 0;
     const params = this.parameters;
     this.adapterOptimizer = new AdamW(device, model.kernels, params.params, params.grads, params.size, options.optimizer);
     const value = this.valueHead.parameters;
@@ -108,7 +112,7 @@ export class Trainer {
     if (entry) {
       this.states.delete(key); // re-insert as the most recently used
     } else {
-      const state = new TrainingState(this.model, B, T, this.adapter, this.valueHead, { fullParameters: !this.adapter });
+      const state = new TrainingState(this.model, B, T, this.adapter, this.valueHead, { fullParameters: !this.adapter, dropoutSeed: this.seed });
       entry = { state, plan: state.plan() };
       if (this.states.size >= this.cachedShapes) {
         const [oldestKey, oldest] = this.states.entries().next().value!;
@@ -135,6 +139,8 @@ export class Trainer {
     for (const [i, batch] of packed.entries()) {
       const { state, plan } = this.stateFor(batch.B, batch.T);
       state.load(batch);
+      // Every micro-batch of every step draws its own dropout masks, reproducibly.
+      state.setDropoutStep(prepared.step * 1024 + i);
       writeLossParams(device, state.lossParams, weights, batch.B * batch.T, actionTokens);
       const encoder = device.createCommandEncoder();
       if (i === 0) {
