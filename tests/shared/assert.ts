@@ -37,17 +37,8 @@ export function assert(condition: unknown, what: string): asserts condition {
   if (!condition) throw new Error(what);
 }
 
-/** A small seeded generator (mulberry32), so random test cases are the same on every run. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The seeded generator of the test cases. */
+export { mulberry32 as seededRandom } from '../../src/common/random.ts';
 
 export function randomArray(random: () => number, n: number, scale = 1): Float32Array {
   return Float32Array.from({ length: n }, () => (random() * 2 - 1) * scale);

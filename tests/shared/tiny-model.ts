@@ -2,6 +2,7 @@
 // weights in safetensors bytes (F32/F16/BF16), a character-level tokenizer. Pure code, so the GPU
 // checks can build models both in Node and in the browser; tests/support/model-folder.ts writes
 // them to disk for the loader and CLI tests.
+import { seededNormal } from '../../src/common/random.ts';
 import { float32Tensor, serializeSafetensors } from '../../src/engine/model/safetensors.ts';
 import type { ModelSource } from '../../src/engine/model/types.ts';
 
@@ -221,18 +222,7 @@ function float16Value(bits: number): number {
   return sign * (1 + mantissa / 1024) * 2 ** (exponent - 15);
 }
 
-/** Standard normal samples from a seeded mulberry32 generator (Box–Muller). */
-export function seededNormal(seed: number): () => number {
-  let state = seed >>> 0;
-  const uniform = () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  return () => Math.sqrt(-2 * Math.log(1 - uniform())) * Math.cos(2 * Math.PI * uniform());
-}
+export { seededNormal };
 
 /** The files of a tiny model folder, in memory (single safetensors file, tokenizer given or synthetic). */
 export function tinyModelFiles(options: TinyModelOptions = {}): { files: Map<string, Uint8Array>; config: Record<string, unknown> } {

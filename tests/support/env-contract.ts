@@ -2,6 +2,7 @@
 // a scripted expert that succeeds, a random policy that does clearly worse, exact reproducibility
 // by seed, disjoint train and test instances, and robustness to malformed actions.
 import { expect } from 'vitest';
+import { mulberry32 } from '../../src/common/random.ts';
 import type { BuiltinEnvModule, Env, ExpertEnv, ResetOptions, StepResult } from '../../src/env/types.ts';
 
 export interface EpisodeLog {
@@ -15,17 +16,6 @@ export interface EpisodeLog {
 
 type Policy = (env: Env & ExpertEnv, observation: string, random: () => number) => Promise<string> | string;
 
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 export const expertPolicy: Policy = (env) => env.expertAction();
 
 /** Uniform over validActions() (every built-in has them). */
@@ -36,7 +26,7 @@ export const randomPolicy: Policy = async (env, _obs, random) => {
 
 export async function runEpisode(module: BuiltinEnvModule, seed: number, options: ResetOptions, policy: Policy): Promise<EpisodeLog> {
   const env = module.make();
-  const random = seeded(seed * 7 + 1);
+  const random = mulberry32(seed * 7 + 1);
   const reset = await env.reset({ seed, options });
   const log: EpisodeLog = { instance: reset.info.instance, observations: [reset.observation], actions: [], rewards: [], success: false, steps: 0 };
   let observation = reset.observation;

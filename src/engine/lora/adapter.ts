@@ -1,5 +1,6 @@
 // LoRA adapters in host memory: which projections they adapt, their matrices, their scaling.
 //   W' = W + scaling * B A,   A [r, in], B [out, r],   scaling = alpha / r  (rsLoRA: alpha / sqrt(r))
+import { mulberry32 } from '../../common/random.ts';
 import type { HostLinear, HostWeights, ModelConfig } from '../model/types.ts';
 
 export const LORA_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
@@ -72,25 +73,13 @@ export function validateLoraSettings(settings: LoraSettings, config: ModelConfig
   }
 }
 
-/** Counter-based uniform numbers in [0, 1) from a seed (mulberry32): initialisation is reproducible. */
-function seededUniform(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /**
  * A fresh adapter initialised as PEFT does: A with PyTorch's kaiming_uniform_(a = sqrt(5)), i.e.
  * U(-1/sqrt(in), 1/sqrt(in)); B zero, so the adapted model starts as the base model.
  */
 export function initLoraAdapter(config: ModelConfig, settings: LoraSettings, seed: number, baseModel: string): HostLoraAdapter {
   validateLoraSettings(settings, config);
-  const uniform = seededUniform(seed);
+  const uniform = mulberry32(seed);
   const modules: LoraModule[] = [];
   for (let layer = 0; layer < config.numLayers; layer++) {
     if (settings.layers && !settings.layers.includes(layer)) continue;

@@ -1,7 +1,7 @@
 // Float64 references of the backward kernels (shaders/backward.wgsl), written for clarity, not speed.
 // Each is the exact gradient of the matching forward in ./ops.ts, with the same shapes and layouts;
 // tests/shared/backward-checks.ts compares the GPU against these and these against finite differences.
-import { logSoftmax } from './ops.ts';
+import { logSoftmax, rotate } from './ops.ts';
 
 type Vec = ArrayLike<number>;
 
@@ -47,16 +47,7 @@ export function siluMulBackward(gateUp: Vec, dout: Vec, R: number, F: number): F
 
 /** The transpose (and inverse) of `rotate`: the gradient of one head vector before rotation. */
 export function unrotate(head: Vec, position: number, table: Vec): Float64Array {
-  const D = head.length;
-  const half = D / 2;
-  const out = new Float64Array(D);
-  for (let i = 0; i < half; i++) {
-    const c = table[(position * half + i) * 2];
-    const s = table[(position * half + i) * 2 + 1];
-    out[i] = head[i] * c + head[i + half] * s;
-    out[i + half] = head[i + half] * c - head[i] * s;
-  }
-  return out;
+  return rotate(head, position, table, -1);
 }
 
 /** rope_backward: a copy of dqkv [R, (H+2Hk)*D] with its q and k heads un-rotated at positions [R]. */

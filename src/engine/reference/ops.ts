@@ -30,14 +30,17 @@ export function rmsnorm(x: Vec, weight: Vec, R: number, C: number, eps: number):
   return y;
 }
 
-/** rotate_half RoPE of one head vector (length D) at `position`, from a [positions, D/2, 2] table. */
-export function rotate(head: Vec, position: number, table: Vec): Float64Array {
+/**
+ * rotate_half RoPE of one head vector (length D) at `position`, from a [positions, D/2, 2] table;
+ * direction -1 rotates back (the transpose, which is also the backward pass).
+ */
+export function rotate(head: Vec, position: number, table: Vec, direction: 1 | -1 = 1): Float64Array {
   const D = head.length;
   const half = D / 2;
   const out = new Float64Array(D);
   for (let i = 0; i < half; i++) {
     const c = table[(position * half + i) * 2];
-    const s = table[(position * half + i) * 2 + 1];
+    const s = direction * table[(position * half + i) * 2 + 1];
     out[i] = head[i] * c - head[i + half] * s;
     out[i + half] = head[i + half] * c + head[i] * s;
   }

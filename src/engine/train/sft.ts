@@ -1,5 +1,6 @@
 // Supervised fine-tuning data and its schedule: JSONL examples, tokenised; the loss sees only the
 // completion tokens (or, for plain text, every token after the first).
+import { mulberry32 } from '../../common/random.ts';
 import type { Tokenizer } from '../model/types.ts';
 import type { TrainBatch } from './batch.ts';
 
@@ -40,25 +41,13 @@ export function parseSftJsonl(text: string, tokenizer: Tokenizer, file = 'data')
   return examples;
 }
 
-/** mulberry32: a small seeded generator, so the example order is the same on every run and resume. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** Example indices of every step: each epoch a fresh seeded shuffle, cut into batches. */
 export function sftSchedule(count: number, batchSize: number, epochs: number, seed: number): number[][] {
   if (!Number.isInteger(batchSize) || batchSize < 1) throw new RangeError(`batch size must be a whole number >= 1, got ${batchSize}`);
   if (!Number.isInteger(epochs) || epochs < 1) throw new RangeError(`epochs must be a whole number >= 1, got ${epochs}`);
   const steps: number[][] = [];
   for (let epoch = 0; epoch < epochs; epoch++) {
-    const random = seeded(seed * 1000003 + epoch);
+    const random = mulberry32(seed * 1000003 + epoch);
     const order = Array.from({ length: count }, (_, i) => i);
     for (let i = count - 1; i > 0; i--) {
       const j = Math.floor(random() * (i + 1));
