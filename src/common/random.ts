@@ -18,3 +18,10 @@ export function seededNormal(seed: number): () => number {
   const uniform = mulberry32(seed);
   return () => Math.sqrt(-2 * Math.log(1 - uniform())) * Math.cos(2 * Math.PI * uniform());
 }
+
+/** FNV-1a hash of a string to 32 bits: stable instance ids and train/test split classes. */
+export function hashString(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
