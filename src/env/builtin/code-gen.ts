@@ -1,0 +1,578 @@
+// code-gen: write a short JavaScript function that passes hidden unit tests.
+//
+// Each episode is one seeded task: a family (difficulty 1: one-liners such as the sum of an array;
+// 2: small loops and string processing such as counting vowels or a FizzBuzz list; 3: a bit more,
+// such as run-length encoding, balanced brackets or Roman numerals), its parameters, visible examples
+// and hidden tests with seeded inputs. The observation shows the signature (`function solve(xs) { ... }`).
+//
+// Action: the code, as plain text or in a fenced ```js block (the block that defines `solve` is used;
+// prose before the code and after the function is dropped). The code runs in the QuickJS sandbox
+// (src/env/sandbox.ts: no console, no require, no network; a time and a memory limit).
+// Up to 3 submissions (maxEpisodeSteps): a submission that passes every hidden test ends the episode
+// with success; a failing one gets feedback (which tests failed, the error) and another try, except
+// the third, which ends the episode. The reward of a step is the rise in the best fraction of hidden
+// tests passed so far, so an episode's return is the best fraction it reached (1 on success).
+import { runInSandbox, type SandboxLimits, type SandboxResult, type SandboxTest } from '../sandbox.ts';
+import type { BuiltinEnvModule, Env, ExpertEnv, ResetOptions, ResetResult, Split, StepResult } from '../types.ts';
+import { hashString, mulberry32 } from '../../common/random.ts';
+
+const MAX_ATTEMPTS = 3;
+const HIDDEN_TESTS = 8;
+const MAX_CODE_CHARS = 8000;
+const DEFAULT_LIMITS: SandboxLimits = { timeMs: 250, memoryBytes: 32 * 1024 * 1024 };
+
+// ---------------------------------------------------------------------------------------------
+// Task families.
+
+type Rand = () => number;
+type Params = Record<string, number | string>;
+
+interface Family {
+  id: string;
+  difficulty: 1 | 2 | 3;
+  /** Parameter names of solve. */
+  signature: string;
+  params(r: Rand): Params;
+  describe(p: Params): string;
+  /** Arguments of one call. */
+  input(r: Rand, p: Params): unknown[];
+  /** The reference behaviour, on the host. */
+  reference(p: Params, ...args: any[]): unknown;
+  /** The reference solution, as the expert writes it (it must agree with `reference`). */
+  solution(p: Params): string;
+  /** Plausible wrong solutions (off by one, wrong operator, a missed case). */
+  wrong(p: Params): string[];
+  /** A constant a lazy solution returns. */
+  constant: string;
+}
+
+const int = (r: Rand, lo: number, hi: number) => lo + Math.floor(r() * (hi - lo + 1));
+const pick = <T>(r: Rand, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)];
+const ints = (r: Rand, n: number, lo: number, hi: number) => Array.from({ length: n }, () => int(r, lo, hi));
+const word = (r: Rand, alphabet: string, lo: number, hi: number) => Array.from({ length: int(r, lo, hi) }, () => alphabet[Math.floor(r() * alphabet.length)]).join('');
+
+const FAMILIES: Family[] = [
+  // Difficulty 1: one-liners.
+  {
+    id: 'sum',
+    difficulty: 1,
+    signature: 'xs',
+    params: () => ({}),
+    describe: () => 'returns the sum of the numbers in the array `xs` (0 for an empty array)',
+    input: (r) => [ints(r, int(r, 0, 7), -20, 50)],
+    reference: (_p, xs: number[]) => xs.reduce((a, b) => a + b, 0),
+    solution: () => 'function solve(xs) {\n  return xs.reduce((a, b) => a + b, 0);\n}',
+    wrong: () => [
+      'function solve(xs) {\n  let s = 0;\n  for (let i = 1; i < xs.length; i++) s += xs[i];\n  return s;\n}',
+      'function solve(xs) {\n  return xs.reduce((a, b) => a * b, 1);\n}',
+      'function solve(xs) {\n  return xs.reduce((a, b) => a + Math.abs(b), 0);\n}',
+    ],
+    constant: '0',
+  },
+  {
+    id: 'max',
+    difficulty: 1,
+    signature: 'xs',
+    params: () => ({}),
+    describe: () => 'returns the largest number in the non-empty array `xs`',
+    input: (r) => [ints(r, int(r, 1, 7), -60, 60)],
+    reference: (_p, xs: number[]) => Math.max(...xs),
+    solution: () => 'function solve(xs) {\n  return Math.max(...xs);\n}',
+    wrong: () => [
+      'function solve(xs) {\n  return Math.min(...xs);\n}',
+      'function solve(xs) {\n  let m = 0;\n  for (const x of xs) if (x > m) m = x;\n  return m;\n}',
+      'function solve(xs) {\n  return xs[xs.length - 1];\n}',
+    ],
+    constant: '0',
+  },
+  {
+    id: 'reverse',
+    difficulty: 1,
+    signature: 's',
+    params: () => ({}),
+    describe: () => 'returns the string `s` reversed',
+    input: (r) => [word(r, 'abcdefghijklmnopqrstuvwxyz', 0, 9)],
+    reference: (_p, s: string) => [...s].reverse().join(''),
+    solution: () => "function solve(s) {\n  return s.split('').reverse().join('');\n}",
+    wrong: () => [
+      "function solve(s) {\n  return s.split('').reverse().join(' ');\n}",
+      "function solve(s) {\n  let out = '';\n  for (let i = s.length - 1; i > 0; i--) out += s[i];\n  return out;\n}",
+      'function solve(s) {\n  return s.slice(1) + s[0];\n}',
+    ],
+    constant: "''",
+  },
+  {
+    id: 'count-greater',
+    difficulty: 1,
+    signature: 'xs',
+    params: (r) => ({ k: int(r, -5, 15) }),
+    describe: (p) => `returns how many numbers in the array \`xs\` are greater than ${p.k}`,
+    input: (r, p) => [ints(r, int(r, 0, 8), Number(p.k) - 8, Number(p.k) + 8)],
+    reference: (p, xs: number[]) => xs.filter((x) => x > Number(p.k)).length,
+    solution: (p) => `function solve(xs) {\n  return xs.filter((x) => x > ${p.k}).length;\n}`,
+    wrong: (p) => [
+      `function solve(xs) {\n  return xs.filter((x) => x >= ${p.k}).length;\n}`,
+      `function solve(xs) {\n  return xs.filter((x) => x < ${p.k}).length;\n}`,
+      `function solve(xs) {\n  return xs.filter((x) => x > ${p.k}).length - 1;\n}`,
+    ],
+    constant: '0',
+  },
+  {
+    id: 'scale',
+    difficulty: 1,
+    signature: 'xs',
+    params: (r) => ({ k: int(r, 2, 9) }),
+    describe: (p) => `returns a new array with every number of \`xs\` multiplied by ${p.k}`,
+    input: (r) => [ints(r, int(r, 0, 6), -10, 20)],
+    reference: (p, xs: number[]) => xs.map((x) => x * Number(p.k)),
+    solution: (p) => `function solve(xs) {\n  return xs.map((x) => x * ${p.k});\n}`,
+    wrong: (p) => [
+      `function solve(xs) {\n  return xs.map((x) => x + ${p.k});\n}`,
+      `function solve(xs) {\n  return xs.map((x) => x * ${Number(p.k) + 1});\n}`,
+      `function solve(xs) {\n  return xs.slice(1).map((x) => x * ${p.k});\n}`,
+    ],
+    constant: '[]',
+  },
+
+  // Difficulty 2: small loops and string processing.
+  {
+    id: 'count-vowels',
+    difficulty: 2,
+    signature: 's',
+    params: () => ({}),
+    describe: () => 'returns how many vowels (a, e, i, o, u, upper or lower case) the string `s` contains',
+    input: (r) => [word(r, 'abcdeEfghiIjklmnoOpqrstuUvwxyz  AB', 0, 14)],
+    reference: (_p, s: string) => [...s].filter((c) => 'aeiouAEIOU'.includes(c)).length,
+    solution: () => "function solve(s) {\n  let count = 0;\n  for (const c of s.toLowerCase()) if ('aeiou'.includes(c)) count++;\n  return count;\n}",
+    wrong: () => [
+      "function solve(s) {\n  let count = 0;\n  for (const c of s) if ('aeiou'.includes(c)) count++;\n  return count;\n}",
+      "function solve(s) {\n  let count = 0;\n  for (const c of s.toLowerCase()) if ('aeiouy'.includes(c)) count++;\n  return count;\n}",
+      "function solve(s) {\n  let count = 0;\n  for (const c of s.toLowerCase()) if (!'aeiou'.includes(c)) count++;\n  return count;\n}",
+    ],
+    constant: '0',
+  },
+  {
+    id: 'fizzbuzz',
+    difficulty: 2,
+    signature: 'n',
+    params: (r) => {
+      const a = pick(r, [2, 3, 4, 5]);
+      const b = pick(r, [3, 5, 6, 7].filter((x) => x !== a && x % a !== 0));
+      const [fizz, buzz] = pick(r, [['Fizz', 'Buzz'], ['Foo', 'Bar'], ['Ping', 'Pong'], ['Zip', 'Zap']]);
+      return { a, b, fizz, buzz };
+    },
+    describe: (p) =>
+      `returns an array of the numbers 1 to \`n\`, except that multiples of ${p.a} become "${p.fizz}", multiples of ${p.b} become "${p.buzz}", and multiples of both become "${p.fizz}${p.buzz}"`,
+    input: (r) => [int(r, 1, 24)],
+    reference: (p, n: number) =>
+      Array.from({ length: n }, (_, i) => {
+        const x = i + 1;
+        const s = (x % Number(p.a) === 0 ? String(p.fizz) : '') + (x % Number(p.b) === 0 ? String(p.buzz) : '');
+        return s === '' ? x : s;
+      }),
+    solution: (p) =>
+      `function solve(n) {\n  const out = [];\n  for (let i = 1; i <= n; i++) {\n    let s = '';\n    if (i % ${p.a} === 0) s += '${p.fizz}';\n    if (i % ${p.b} === 0) s += '${p.buzz}';\n    out.push(s === '' ? i : s);\n  }\n  return out;\n}`,
+    wrong: (p) => [
+      `function solve(n) {\n  const out = [];\n  for (let i = 1; i < n; i++) {\n    let s = '';\n    if (i % ${p.a} === 0) s += '${p.fizz}';\n    if (i % ${p.b} === 0) s += '${p.buzz}';\n    out.push(s === '' ? i : s);\n  }\n  return out;\n}`,
+      `function solve(n) {\n  const out = [];\n  for (let i = 1; i <= n; i++) {\n    if (i % ${p.a} === 0) out.push('${p.fizz}');\n    else if (i % ${p.b} === 0) out.push('${p.buzz}');\n    else out.push(i);\n  }\n  return out;\n}`,
+      `function solve(n) {\n  const out = [];\n  for (let i = 1; i <= n; i++) {\n    let s = '';\n    if (i % ${p.a} === 0) s += '${p.fizz}';\n    if (i % ${p.b} === 0) s += '${p.buzz}';\n    out.push(s === '' ? String(i) : s);\n  }\n  return out;\n}`,
+    ],
+    constant: '[]',
+  },
+  {
+    id: 'dedupe',
+    difficulty: 2,
+    signature: 'xs',
+    params: () => ({}),
+    describe: () => 'returns the numbers of `xs` without duplicates, keeping the first occurrence of each, in order',
+    input: (r) => [ints(r, int(r, 0, 10), 0, 6)],
+    reference: (_p, xs: number[]) => [...new Set(xs)],
+    solution: () => 'function solve(xs) {\n  const seen = new Set();\n  const out = [];\n  for (const x of xs) {\n    if (!seen.has(x)) {\n      seen.add(x);\n      out.push(x);\n    }\n  }\n  return out;\n}',
+    wrong: () => [
+      'function solve(xs) {\n  return [...new Set(xs)].sort((a, b) => a - b);\n}',
+      'function solve(xs) {\n  return xs.filter((x, i) => xs.lastIndexOf(x) === i);\n}',
+      'function solve(xs) {\n  return xs.filter((x, i) => i === 0 || x !== xs[i - 1]);\n}',
+    ],
+    constant: '[]',
+  },
+  {
+    id: 'digit-sum',
+    difficulty: 2,
+    signature: 'n',
+    params: () => ({}),
+    describe: () => 'returns the sum of the decimal digits of the non-negative integer `n`',
+    input: (r) => [pick(r, [int(r, 0, 9), int(r, 10, 999), int(r, 1000, 999999)])],
+    reference: (_p, n: number) => [...String(n)].reduce((a, c) => a + Number(c), 0),
+    solution: () => 'function solve(n) {\n  let sum = 0;\n  while (n > 0) {\n    sum += n % 10;\n    n = Math.floor(n / 10);\n  }\n  return sum;\n}',
+    wrong: () => [
+      'function solve(n) {\n  let sum = 0;\n  while (n > 9) {\n    sum += n % 10;\n    n = Math.floor(n / 10);\n  }\n  return sum;\n}',
+      'function solve(n) {\n  return String(n).length;\n}',
+      'function solve(n) {\n  let sum = 0;\n  while (n > 0) {\n    sum += n % 10;\n    n = n / 10;\n  }\n  return sum;\n}',
+    ],
+    constant: '0',
+  },
+  {
+    id: 'running-sum',
+    difficulty: 2,
+    signature: 'xs',
+    params: () => ({}),
+    describe: () => 'returns the running sums of `xs`: element i of the result is xs[0] + ... + xs[i]',
+    input: (r) => [ints(r, int(r, 0, 7), -9, 20)],
+    reference: (_p, xs: number[]) => {
+      let s = 0;
+      return xs.map((x) => (s += x));
+    },
+    solution: () => 'function solve(xs) {\n  const out = [];\n  let total = 0;\n  for (const x of xs) {\n    total += x;\n    out.push(total);\n  }\n  return out;\n}',
+    wrong: () => [
+      'function solve(xs) {\n  const out = [];\n  let total = 0;\n  for (const x of xs) {\n    out.push(total);\n    total += x;\n  }\n  return out;\n}',
+      'function solve(xs) {\n  return xs.map((x, i) => (i === 0 ? x : x + xs[i - 1]));\n}',
+      'function solve(xs) {\n  const total = xs.reduce((a, b) => a + b, 0);\n  return xs.map(() => total);\n}',
+    ],
+    constant: '[]',
+  },
+
+  // Difficulty 3: a bit more.
+  {
+    id: 'run-length',
+    difficulty: 3,
+    signature: 's',
+    params: () => ({}),
+    describe: () => 'returns the run-length encoding of the string `s`: each run of equal characters becomes the character followed by the run length ("aaabcc" → "a3b1c2"; "" → "")',
+    input: (r) => [Array.from({ length: int(r, 0, 5) }, () => pick(r, [...'abcxyz']).repeat(int(r, 1, 4))).join('')],
+    reference: (_p, s: string) => (s.match(/(.)\1*/g) ?? []).map((run) => run[0] + run.length).join(''),
+    solution: () =>
+      "function solve(s) {\n  let out = '';\n  let i = 0;\n  while (i < s.length) {\n    let j = i;\n    while (j < s.length && s[j] === s[i]) j++;\n    out += s[i] + (j - i);\n    i = j;\n  }\n  return out;\n}",
+    wrong: () => [
+      "function solve(s) {\n  let out = '';\n  let i = 0;\n  while (i < s.length) {\n    let j = i;\n    while (j < s.length && s[j] === s[i]) j++;\n    out += s[i] + (j - i > 1 ? j - i : '');\n    i = j;\n  }\n  return out;\n}",
+      "function solve(s) {\n  const counts = {};\n  for (const c of s) counts[c] = (counts[c] || 0) + 1;\n  return Object.keys(counts).map((c) => c + counts[c]).join('');\n}",
+      "function solve(s) {\n  let out = '';\n  let i = 0;\n  while (i < s.length) {\n    let j = i + 1;\n    while (j < s.length && s[j] === s[i]) j++;\n    out += s[i] + (j - i - 1);\n    i = j;\n  }\n  return out;\n}",
+    ],
+    constant: "''",
+  },
+  {
+    id: 'balanced',
+    difficulty: 3,
+    signature: 's',
+    params: () => ({}),
+    describe: () => 'returns true if the brackets ( ) [ ] { } in the string `s` are balanced and properly nested, false otherwise',
+    input: (r) => {
+      // Half balanced strings (built by nesting), half perturbed ones.
+      const build = (depth: number): string => {
+        let s = '';
+        const n = int(r, 0, 2);
+        for (let i = 0; i < n; i++) {
+          const [open, close] = pick(r, ['()', '[]', '{}']);
+          s += open + (depth > 0 ? build(depth - 1) : '') + close;
+        }
+        return s;
+      };
+      let s = build(2);
+      if (r() < 0.5 && s.length > 0) {
+        const i = int(r, 0, s.length - 1);
+        s = r() < 0.5 ? s.slice(0, i) + s.slice(i + 1) : s.slice(0, i) + pick(r, [')', ']', '}', '(']) + s.slice(i + 1);
+      }
+      return [s];
+    },
+    reference: (_p, s: string) => {
+      const stack: string[] = [];
+      const pairs: Record<string, string> = { ')': '(', ']': '[', '}': '{' };
+      for (const c of s) {
+        if ('([{'.includes(c)) stack.push(c);
+        else if (c in pairs && stack.pop() !== pairs[c]) return false;
+      }
+      return stack.length === 0;
+    },
+    solution: () =>
+      "function solve(s) {\n  const stack = [];\n  const pairs = { ')': '(', ']': '[', '}': '{' };\n  for (const c of s) {\n    if (c === '(' || c === '[' || c === '{') stack.push(c);\n    else if (c in pairs && stack.pop() !== pairs[c]) return false;\n  }\n  return stack.length === 0;\n}",
+    wrong: () => [
+      "function solve(s) {\n  let depth = 0;\n  for (const c of s) {\n    if ('([{'.includes(c)) depth++;\n    else if (')]}'.includes(c)) depth--;\n    if (depth < 0) return false;\n  }\n  return depth === 0;\n}",
+      "function solve(s) {\n  const stack = [];\n  const pairs = { ')': '(', ']': '[', '}': '{' };\n  for (const c of s) {\n    if (c === '(' || c === '[' || c === '{') stack.push(c);\n    else if (c in pairs && stack.pop() !== pairs[c]) return false;\n  }\n  return true;\n}",
+      'function solve(s) {\n  return s.length % 2 === 0;\n}',
+    ],
+    constant: 'true',
+  },
+  {
+    id: 'roman',
+    difficulty: 3,
+    signature: 'n',
+    params: () => ({}),
+    describe: () => 'returns the integer `n` (1 to 3999) in Roman numerals, with subtractive forms (4 → "IV", 9 → "IX", 40 → "XL", 1994 → "MCMXCIV")',
+    input: (r) => [pick(r, [int(r, 1, 20), int(r, 21, 400), int(r, 401, 3999)])],
+    reference: (_p, n: number) => {
+      let out = '';
+      for (const [v, s] of ROMAN) while (n >= v) (out += s), (n -= v);
+      return out;
+    },
+    solution: () =>
+      "function solve(n) {\n  const table = [[1000, 'M'], [900, 'CM'], [500, 'D'], [400, 'CD'], [100, 'C'], [90, 'XC'],\n    [50, 'L'], [40, 'XL'], [10, 'X'], [9, 'IX'], [5, 'V'], [4, 'IV'], [1, 'I']];\n  let out = '';\n  for (const [value, symbol] of table) {\n    while (n >= value) {\n      out += symbol;\n      n -= value;\n    }\n  }\n  return out;\n}",
+    wrong: () => [
+      "function solve(n) {\n  const table = [[1000, 'M'], [500, 'D'], [100, 'C'], [50, 'L'], [10, 'X'], [5, 'V'], [1, 'I']];\n  let out = '';\n  for (const [value, symbol] of table) {\n    while (n >= value) {\n      out += symbol;\n      n -= value;\n    }\n  }\n  return out;\n}",
+      "function solve(n) {\n  const table = [[1000, 'M'], [900, 'CM'], [500, 'D'], [400, 'CD'], [100, 'C'], [90, 'XC'],\n    [50, 'L'], [40, 'XL'], [10, 'X'], [9, 'IX'], [5, 'V'], [4, 'IV'], [1, 'I']];\n  let out = '';\n  for (const [value, symbol] of table) {\n    if (n >= value) {\n      out += symbol;\n      n -= value;\n    }\n  }\n  return out;\n}",
+      "function solve(n) {\n  const table = [[1000, 'M'], [900, 'CM'], [500, 'D'], [400, 'CD'], [100, 'C'], [90, 'XC'],\n    [50, 'L'], [40, 'XL'], [10, 'X'], [9, 'VIIII'], [5, 'V'], [4, 'IIII'], [1, 'I']];\n  let out = '';\n  for (const [value, symbol] of table) {\n    while (n >= value) {\n      out += symbol;\n      n -= value;\n    }\n  }\n  return out;\n}",
+    ],
+    constant: "''",
+  },
+  {
+    id: 'caesar',
+    difficulty: 3,
+    signature: 's',
+    params: (r) => ({ k: int(r, 1, 25) }),
+    describe: (p) =>
+      `returns the string \`s\` with every letter shifted ${p.k} places forward in the alphabet, wrapping from z to a (upper case stays upper case, lower case stays lower case, other characters are unchanged)`,
+    input: (r) => [word(r, 'abcxyzAMZqr !,', 0, 12)],
+    reference: (p, s: string) =>
+      s.replace(/[a-z]/gi, (c) => {
+        const base = c <= 'Z' ? 65 : 97;
+        return String.fromCharCode(((c.charCodeAt(0) - base + Number(p.k)) % 26) + base);
+      }),
+    solution: (p) =>
+      `function solve(s) {\n  let out = '';\n  for (const c of s) {\n    const code = c.charCodeAt(0);\n    if (code >= 65 && code <= 90) out += String.fromCharCode(((code - 65 + ${p.k}) % 26) + 65);\n    else if (code >= 97 && code <= 122) out += String.fromCharCode(((code - 97 + ${p.k}) % 26) + 97);\n    else out += c;\n  }\n  return out;\n}`,
+    wrong: (p) => [
+      `function solve(s) {\n  let out = '';\n  for (const c of s) out += String.fromCharCode(c.charCodeAt(0) + ${p.k});\n  return out;\n}`,
+      `function solve(s) {\n  let out = '';\n  for (const c of s) {\n    const code = c.charCodeAt(0);\n    if (code >= 97 && code <= 122) out += String.fromCharCode(((code - 97 + ${p.k}) % 26) + 97);\n    else out += c;\n  }\n  return out;\n}`,
+      `function solve(s) {\n  let out = '';\n  for (const c of s) {\n    const code = c.charCodeAt(0);\n    if (code >= 65 && code <= 90) out += String.fromCharCode(((code - 65 - ${p.k} + 26) % 26) + 65);\n    else if (code >= 97 && code <= 122) out += String.fromCharCode(((code - 97 - ${p.k} + 26) % 26) + 97);\n    else out += c;\n  }\n  return out;\n}`,
+    ],
+    constant: "''",
+  },
+];
+
+const ROMAN: Array<[number, string]> = [
+  [1000, 'M'], [900, 'CM'], [500, 'D'], [400, 'CD'], [100, 'C'], [90, 'XC'],
+  [50, 'L'], [40, 'XL'], [10, 'X'], [9, 'IX'], [5, 'V'], [4, 'IV'], [1, 'I'],
+];
+
+/** The task families by id (for tests and documentation). */
+export const CODE_GEN_FAMILIES: ReadonlyArray<Pick<Family, 'id' | 'difficulty'>> = FAMILIES;
+
+// ---------------------------------------------------------------------------------------------
+// Seeded instances.
+
+/** What one episode is about; JSON-comparable, reported as info.instance. */
+export interface CodeGenInstance {
+  family: string;
+  difficulty: number;
+  params: Params;
+  /** Arguments of the hidden tests. */
+  inputs: unknown[][];
+}
+
+interface Task {
+  instance: CodeGenInstance;
+  family: Family;
+  examples: SandboxTest[];
+  tests: SandboxTest[];
+}
+
+function makeTask(random: Rand, difficulty: number): Task {
+  const family = pick(random, FAMILIES.filter((f) => f.difficulty === difficulty));
+  const params = family.params(random);
+  const call = (args: unknown[]): SandboxTest => ({ args, expected: family.reference(params, ...structuredClone(args)) });
+  const distinct = (n: number, avoid: Set<string>): SandboxTest[] => {
+    const out: SandboxTest[] = [];
+    for (let tries = 0; out.length < n && tries < 200; tries++) {
+      const args = family.input(random, params);
+      const key = JSON.stringify(args);
+      if (avoid.has(key)) continue;
+      avoid.add(key);
+      out.push(call(args));
+    }
+    return out;
+  };
+  const seen = new Set<string>();
+  const examples = distinct(2, seen);
+  const tests = distinct(HIDDEN_TESTS, seen);
+  return { instance: { family: family.id, difficulty, params, inputs: tests.map((t) => t.args) }, family, examples, tests };
+}
+
+/** Train instances hash to class 0, test instances to class 1: the splits never share an instance. */
+function splitClass(instance: CodeGenInstance): number {
+  return hashString(JSON.stringify(instance)) & 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading the code out of an action.
+
+/**
+ * The program an action means: the fenced code block that defines `solve` (or the first block),
+ * else the text from its first line that looks like code; in either case anything after the end of
+ * the `solve` function (an explanation) is dropped. Never throws.
+ */
+export function extractCode(action: string): string {
+  const text = String(action ?? '').slice(0, MAX_CODE_CHARS).replace(/\r\n?/g, '\n');
+  const blocks = [...text.matchAll(/```[\w+-]*[^\S\n]*\n?([\s\S]*?)(?:```|$)/g)].map((m) => m[1]);
+  let code: string;
+  if (blocks.length > 0) {
+    code = blocks.find((b) => /\bsolve\b/.test(b)) ?? blocks[0];
+  } else {
+    const lines = text.split('\n');
+    const start = lines.findIndex((l) => /^\s*(?:function\b|async\s+function\b|const\b|let\b|var\b|\/\/|\/\*|['"]use strict)/.test(l));
+    code = start >= 0 ? lines.slice(start).join('\n') : text;
+  }
+  const at = code.search(/\bfunction\s+solve\s*\(/);
+  if (at >= 0) {
+    const end = closingBrace(code, at);
+    if (end !== null) code = code.slice(0, end + 1);
+  }
+  return code.trim();
+}
+
+/** Index of the brace that closes the first `{` at or after `from`, skipping strings and comments; null if none. */
+function closingBrace(code: string, from: number): number | null {
+  let depth = 0;
+  let opened = false;
+  for (let i = from; i < code.length; i++) {
+    const c = code[i];
+    if (c === '/' && code[i + 1] === '/') {
+      const nl = code.indexOf('\n', i);
+      if (nl < 0) return null;
+      i = nl;
+    } else if (c === '/' && code[i + 1] === '*') {
+      const close = code.indexOf('*/', i + 2);
+      if (close < 0) return null;
+      i = close + 1;
+    } else if (c === '"' || c === "'" || c === '`') {
+      for (i++; i < code.length && code[i] !== c; i++) if (code[i] === '\\') i++;
+    } else if (c === '{') {
+      depth++;
+      opened = true;
+    } else if (c === '}') {
+      depth--;
+      if (opened && depth === 0) return i;
+    }
+  }
+  return null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The environment.
+
+function show(value: unknown): string {
+  const text = JSON.stringify(value) ?? 'undefined';
+  return text.length > 120 ? `${text.slice(0, 120)}…` : text;
+}
+
+function showCall(args: unknown[]): string {
+  return `solve(${args.map(show).join(', ')})`;
+}
+
+export class CodeGenEnv implements Env, ExpertEnv {
+  private task: Task | null = null;
+  private candidates: string[] = [];
+  private attempts = 0;
+  private best = 0;
+  private done = false;
+  private success = false;
+
+  constructor(private readonly limits: SandboxLimits = DEFAULT_LIMITS) {}
+
+  reset({ seed, options }: { seed: number; options?: ResetOptions }): ResetResult {
+    const split: Split = options?.split === 'test' ? 'test' : 'train';
+    const difficulty = Math.min(3, Math.max(1, Math.round(Number(options?.difficulty ?? 1)) || 1));
+    const random = mulberry32(hashString(`code-gen|${seed}|${split}|${difficulty}`));
+    const want = split === 'train' ? 0 : 1;
+    let task = makeTask(random, difficulty);
+    while (splitClass(task.instance) !== want) task = makeTask(random, difficulty);
+    this.task = task;
+    this.attempts = 0;
+    this.best = 0;
+    this.done = false;
+    this.success = false;
+    this.candidates = makeCandidates(task, random);
+    const { family, instance } = task;
+    const observation = [
+      `Write a JavaScript function that ${family.describe(instance.params)}.`,
+      '',
+      `function solve(${family.signature}) { ... }`,
+      '',
+      'Examples:',
+      ...task.examples.map((e) => `  ${showCall(e.args)} → ${show(e.expected)}`),
+      '',
+      `Your function is run on ${task.tests.length} hidden tests in a sandbox (plain JavaScript, no console, no require, no network; ` +
+        `${this.limits.timeMs} ms and ${Math.round(this.limits.memoryBytes / (1 << 20))} MiB in all).`,
+      `Reply with the complete function, for example in a \`\`\`js code block. You have ${MAX_ATTEMPTS} attempts.`,
+    ].join('\n');
+    return { observation, info: { instance, split, difficulty } };
+  }
+
+  async step(action: string): Promise<StepResult> {
+    const task = this.requireTask();
+    if (this.done) return { observation: 'The episode is over; call reset().', reward: 0, terminated: true, truncated: false, info: { success: this.success } };
+    this.attempts++;
+    const code = extractCode(typeof action === 'string' ? action : String(action));
+    const result: SandboxResult =
+      code === ''
+        ? { status: 'missing-function', error: 'no code found', tests: [], passed: 0, total: task.tests.length }
+        : await runInSandbox(code, task.tests, this.limits);
+    const fraction = result.total > 0 ? result.passed / result.total : 0;
+    const reward = Math.max(0, fraction - this.best);
+    this.best = Math.max(this.best, fraction);
+    const solved = result.status === 'ok' && result.passed === result.total;
+    const terminated = solved || this.attempts >= MAX_ATTEMPTS;
+    if (terminated) {
+      this.done = true;
+      this.success = solved;
+    }
+    const lines = [`Attempt ${this.attempts}: ${result.passed}/${result.total} hidden tests passed.`];
+    if (result.status !== 'ok') lines.push(`Error: ${result.error ?? result.status}.`);
+    const failures = result.tests.map((t, i) => ({ t, test: task.tests[i] })).filter(({ t }) => !t.passed && t.status !== 'not-run');
+    for (const { t, test } of failures.slice(0, 3)) {
+      const got = t.status === 'wrong' ? `returned ${t.actual}` : `failed: ${t.error}`;
+      lines.push(`  ${showCall(test.args)} ${got}; expected ${show(test.expected)}`);
+    }
+    if (failures.length > 3) lines.push(`  (${failures.length - 3} more failed)`);
+    if (solved) lines.push('All tests pass.');
+    else if (terminated) lines.push('No attempts left.');
+    else lines.push(`Fix the function and submit it again (${MAX_ATTEMPTS - this.attempts} attempt${MAX_ATTEMPTS - this.attempts === 1 ? '' : 's'} left).`);
+    const info = { passed: result.passed, total: result.total, status: result.status, ...(terminated ? { success: solved } : {}) };
+    return { observation: lines.join('\n'), reward, terminated, truncated: false, info };
+  }
+
+  /** Up to 6 candidate programs: the reference solution and plausible wrong ones, in a seeded order. */
+  validActions(): string[] {
+    this.requireTask();
+    return this.done ? [] : [...this.candidates];
+  }
+
+  expertAction(): string {
+    const task = this.requireTask();
+    return '```js\n' + task.family.solution(task.instance.params) + '\n```';
+  }
+
+  close(): void {
+    this.task = null;
+  }
+
+  private requireTask(): Task {
+    if (this.task === null) throw new Error('code-gen: call reset() before step()');
+    return this.task;
+  }
+}
+
+/** The reference (fenced or plain), two task-specific mistakes, a constant, a syntax error and an infinite loop. */
+function makeCandidates(task: Task, random: Rand): string[] {
+  const { family, instance } = task;
+  const sig = family.signature;
+  const solution = family.solution(instance.params);
+  const wrong = family.wrong(instance.params).map((w) => [random(), w] as const).sort((a, b) => a[0] - b[0]).map(([, w]) => w);
+  const loopVar = sig === 'n' ? 'n' : `${sig}.length`;
+  const candidates = [
+    random() < 0.5 ? solution : '```js\n' + solution + '\n```',
+    ...wrong.slice(0, 2),
+    `function solve(${sig}) {\n  return ${family.constant};\n}`,
+    solution.replace(/\}\s*$/, ''), // a missing closing brace: a syntax error
+    `function solve(${sig}) {\n  let i = 0;\n  while (i < ${loopVar} || true) i++;\n  return i;\n}`,
+  ];
+  return candidates.map((c) => [random(), c] as const).sort((a, b) => a[0] - b[0]).map(([, c]) => c);
+}
+
+const codeGen: BuiltinEnvModule = {
+  id: 'code-gen',
+  description: 'Write a short JavaScript function that passes hidden unit tests, run in a QuickJS WebAssembly sandbox; up to three attempts with feedback.',
+  maxEpisodeSteps: MAX_ATTEMPTS,
+  make: (options?: Record<string, unknown>) => {
+    const limits = options?.limits as Partial<SandboxLimits> | undefined;
+    return new CodeGenEnv({ ...DEFAULT_LIMITS, ...(limits ?? {}) });
+  },
+};
+
+export default codeGen;

@@ -1,0 +1,191 @@
+// The code-gen built-in and the QuickJS sandbox: the shared contract, sandbox limits and isolation,
+// code extraction, and hand-played episodes.
+import { describe, expect, test } from 'vitest';
+import codeGen, { CODE_GEN_FAMILIES, extractCode, type CodeGenEnv, type CodeGenInstance } from '../../src/env/builtin/code-gen.ts';
+import { runInSandbox, type SandboxTest } from '../../src/env/sandbox.ts';
+import { checkBuiltinEnvironment, expertPolicy, successRate } from '../support/env-contract.ts';
+
+const LIMITS = { timeMs: 300, memoryBytes: 16 * 1024 * 1024 };
+const SUM_TESTS: SandboxTest[] = [
+  { args: [[1, 2, 3]], expected: 6 },
+  { args: [[]], expected: 0 },
+  { args: [[-4, 4, 10]], expected: 10 },
+  { args: [[5]], expected: 5 },
+];
+
+function start(seed: number, difficulty = 1, split: 'train' | 'test' = 'train') {
+  const env = codeGen.make() as CodeGenEnv;
+  const reset = env.reset({ seed, options: { split, difficulty } });
+  return { env, reset, instance: reset.info.instance as CodeGenInstance };
+}
+
+describe('QuickJS sandbox', () => {
+  test('runs a correct function and reports per-test results', async () => {
+    const result = await runInSandbox('function solve(xs) { return xs.reduce((a, b) => a + b, 0); }', SUM_TESTS, LIMITS);
+    expect(result).toMatchObject({ status: 'ok', passed: 4, total: 4 });
+    expect(result.tests.every((t) => t.passed && t.status === 'passed')).toBe(true);
+  });
+
+  test('a partially correct function passes some tests; thrown errors are per test', async () => {
+    const partial = await runInSandbox('function solve(xs) { let s = 0; for (let i = 1; i < xs.length; i++) s += xs[i]; return s; }', SUM_TESTS, LIMITS);
+    expect(partial).toMatchObject({ status: 'ok', passed: 1, total: 4 });
+    expect(partial.tests[0]).toMatchObject({ passed: false, status: 'wrong', actual: '5' });
+    const throwing = await runInSandbox("function solve(xs) { if (xs.length === 0) throw new Error('empty!'); return xs.reduce((a, b) => a + b); }", SUM_TESTS, LIMITS);
+    expect(throwing).toMatchObject({ status: 'ok', passed: 3, total: 4 });
+    expect(throwing.tests[1]).toMatchObject({ passed: false, status: 'error', error: 'Error: empty!' });
+  });
+
+  test('an infinite loop is stopped at the time limit', async () => {
+    const began = Date.now();
+    const result = await runInSandbox('function solve(xs) { while (true) {} }', SUM_TESTS, LIMITS);
+    const elapsed = Date.now() - began;
+    expect(result.status).toBe('timeout');
+    expect(result.error).toContain('time limit exceeded');
+    expect(result.passed).toBe(0);
+    expect(result.tests.map((t) => t.status)).toEqual(['timeout', 'not-run', 'not-run', 'not-run']);
+    expect(elapsed).toBeLessThan(LIMITS.timeMs + 1500);
+    // Top-level code that never ends is stopped too.
+    expect((await runInSandbox('for (;;) {}', SUM_TESTS, LIMITS)).status).toBe('timeout');
+  });
+
+  test('a memory bomb is stopped at the memory limit', async () => {
+    const result = await runInSandbox('function solve(xs) { const a = []; for (;;) a.push([xs, a.length]); }', SUM_TESTS, { timeMs: 5000, memoryBytes: 8 * 1024 * 1024 });
+    expect(result.status).toBe('out-of-memory');
+    expect(result.error).toContain('memory limit exceeded');
+    const strings = await runInSandbox("let s = 'x'; for (;;) s += s + s;", SUM_TESTS, { timeMs: 5000, memoryBytes: 8 * 1024 * 1024 });
+    expect(['out-of-memory', 'runtime-error']).toContain(strings.status);
+  });
+
+  test('deep recursion is an ordinary error, and the sandbox keeps working', async () => {
+    const result = await runInSandbox('function solve(xs) { return solve(xs) + 1; }', SUM_TESTS, LIMITS);
+    expect(result.status).toBe('ok');
+    expect(result.tests[0]).toMatchObject({ status: 'error' });
+    expect(result.tests[0].error).toContain('stack overflow');
+    const nested = await runInSandbox('JSON.parse("[".repeat(100000))', SUM_TESTS, LIMITS);
+    expect(nested.status).not.toBe('sandbox-failure');
+    expect((await runInSandbox('function solve(xs) { return 6; }', SUM_TESTS, LIMITS)).passed).toBe(1);
+  });
+
+  test('the code sees no host: no require, process, fetch, console, timers or storage', async () => {
+    const probe = `function solve() {
+      return [typeof require, typeof process, typeof fetch, typeof globalThis.process, typeof console, typeof setTimeout,
+        typeof XMLHttpRequest, typeof localStorage, typeof document, typeof window, typeof module, typeof Deno, typeof importScripts,
+        typeof WebAssembly, typeof std, typeof os];
+    }`;
+    const result = await runInSandbox(probe, [{ args: [], expected: Array(16).fill('undefined') }], LIMITS);
+    expect(result.status).toBe('ok');
+    expect(JSON.parse(result.tests[0].actual!)).toEqual(Array(16).fill('undefined'));
+    const imports = await runInSandbox("import fs from 'fs'; function solve() { return 1; }", SUM_TESTS, LIMITS);
+    expect(imports.status).toBe('runtime-error');
+    expect(imports.error).toContain("could not load module 'fs'");
+    const dynamic = await runInSandbox("function solve() { return import('fs').then(() => 1); }", [{ args: [], expected: 1 }], LIMITS);
+    expect(dynamic.passed).toBe(0);
+  });
+
+  test('the harness cannot be subverted by replacing globals', async () => {
+    const code = 'JSON.stringify = () => "6"; JSON.parse = () => [[1, 2, 3]]; Reflect.apply = () => 6; function solve(xs) { return 0; }';
+    const result = await runInSandbox(code, SUM_TESTS, LIMITS);
+    expect(result).toMatchObject({ status: 'ok', passed: 1 }); // only the empty array sums to 0
+    expect(result.tests.map((t) => t.actual)).toEqual(['0', '0', '0', '0']);
+  });
+
+  test('syntax errors, missing functions and odd return values are reported', async () => {
+    const syntax = await runInSandbox('function solve(xs) { return xs.reduce((a, b) => a + b, 0); ', SUM_TESTS, LIMITS);
+    expect(syntax.status).toBe('syntax-error');
+    expect(syntax.error).toMatch(/^SyntaxError: /);
+    expect(syntax.tests.every((t) => t.status === 'not-run')).toBe(true);
+    const missing = await runInSandbox('function answer(xs) { return 1; }', SUM_TESTS, LIMITS);
+    expect(missing).toMatchObject({ status: 'missing-function', passed: 0 });
+    const thrownAtLoad = await runInSandbox("throw 'nope';", SUM_TESTS, LIMITS);
+    expect(thrownAtLoad.status).toBe('runtime-error');
+    const arrow = await runInSandbox('const solve = (xs) => xs.length;', [{ args: [[1, 2]], expected: 2 }], LIMITS);
+    expect(arrow.passed).toBe(1);
+    const undef = await runInSandbox('function solve() {}', [{ args: [], expected: null }], LIMITS);
+    expect(undef.tests[0]).toMatchObject({ passed: false, actual: 'undefined' });
+  });
+});
+
+describe('code extraction', () => {
+  test('fenced blocks, preambles and trailing explanations', () => {
+    const fn = 'function solve(xs) {\n  return xs.length;\n}';
+    expect(extractCode(fn)).toBe(fn);
+    expect(extractCode('```js\n' + fn + '\n```')).toBe(fn);
+    expect(extractCode('Here is my solution:\n\n```javascript\n' + fn + '\n```\nIt counts the items.')).toBe(fn);
+    expect(extractCode('Sure! Here it is:\n' + fn + '\nThis works because "}" ends it.')).toBe(fn);
+    expect(extractCode('```\nconst helper = 1;\n```\n```js\n' + fn + '\n```')).toBe(fn);
+    expect(extractCode("function solve(s) {\n  // a } in a comment\n  return s + '}';\n}\nexplanation")).toBe("function solve(s) {\n  // a } in a comment\n  return s + '}';\n}");
+    expect(extractCode('const solve = (xs) => xs.length;')).toBe('const solve = (xs) => xs.length;');
+    expect(extractCode('')).toBe('');
+  });
+});
+
+describe('code-gen environment', () => {
+  test('meets the built-in environment contract', async () => {
+    await checkBuiltinEnvironment(codeGen);
+  }, 120_000);
+
+  test('every family appears at its difficulty, and the expert solves every family on the train split', async () => {
+    const seen = new Set<string>();
+    for (const difficulty of [1, 2, 3]) {
+      for (let seed = 0; seed < 40; seed++) seen.add(start(seed, difficulty).instance.family);
+      expect(await successRate(codeGen, expertPolicy, { difficulty }, 20)).toBe(1);
+    }
+    expect([...seen].sort()).toEqual(CODE_GEN_FAMILIES.map((f) => f.id).sort());
+  }, 60_000);
+
+  test('a known seed: the observation, a partial submission, feedback and a second attempt', async () => {
+    const { env, reset } = start(3, 1);
+    expect(reset.observation).toMatch(/function solve\((xs|s|n)\) \{ \.\.\. \}/);
+    expect(reset.observation).toContain('Examples:');
+    expect(reset.observation).toContain('3 attempts');
+    const candidates = env.validActions();
+    expect(candidates.length).toBeLessThanOrEqual(6);
+    expect(candidates.some((c) => extractCode(c) === extractCode(env.expertAction()))).toBe(true);
+    const first = await env.step('function solve() { return 0; }');
+    expect(first.terminated).toBe(false);
+    expect(first.observation).toMatch(/^Attempt 1: \d+\/8 hidden tests passed\./);
+    expect(first.observation).toContain('expected');
+    expect(first.observation).toContain('2 attempts left');
+    const second = await env.step('Here you go:\n' + env.expertAction() + '\nDone.');
+    expect(second).toMatchObject({ terminated: true, truncated: false, info: { success: true, passed: 8, total: 8 } });
+    expect(first.reward + second.reward).toBeCloseTo(1, 10);
+  });
+
+  test('a partially correct function gets a fractional reward; three failures end the episode', async () => {
+    // Find a sum task: an off-by-one loop passes only the tests whose first element is 0 or that are empty.
+    let found: ReturnType<typeof start> | null = null;
+    for (let seed = 0; seed < 100 && found === null; seed++) {
+      const s = start(seed, 1);
+      if (s.instance.family === 'sum') found = s;
+    }
+    const { env } = found!;
+    const offByOne = 'function solve(xs) { let s = 0; for (let i = 1; i < xs.length; i++) s += xs[i]; return s; }';
+    const first = await env.step(offByOne);
+    const passed = first.info.passed as number;
+    expect(first.reward).toBeCloseTo(passed / 8, 10);
+    expect(first.terminated).toBe(false);
+    const second = await env.step('function solve(xs) { while (true) {} }');
+    expect(second.observation).toContain('time limit exceeded');
+    expect(second.reward).toBe(0);
+    expect(second.terminated).toBe(false);
+    const third = await env.step('function solve(xs) { return xs.reduce((a, b) => a + b, 0) + 1; }');
+    expect(third).toMatchObject({ terminated: true, truncated: false, info: { success: false } });
+    expect(third.observation).toContain('No attempts left');
+    expect((await env.step(offByOne)).terminated).toBe(true);
+  });
+
+  test('the wrong candidates fail: constant, syntax error and infinite loop score below 1', async () => {
+    const { env } = start(17, 2);
+    const candidates = env.validActions();
+    const loop = candidates.find((c) => c.includes('|| true'))!;
+    const syntax = candidates.find((c) => !/\}\s*(?:```)?\s*$/.test(c))!;
+    const began = Date.now();
+    const loopResult = await env.step(loop);
+    expect(Date.now() - began).toBeLessThan(2000);
+    expect(loopResult.reward).toBe(0);
+    expect(loopResult.info.status).toBe('timeout');
+    const syntaxResult = await env.step(syntax);
+    expect(syntaxResult.info.status).toBe('syntax-error');
+    expect(syntaxResult.observation).toContain('SyntaxError');
+  });
+});
