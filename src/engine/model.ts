@@ -6,6 +6,7 @@ import { loadModelFiles } from './model/load.ts';
 import type { LoadedModelFiles, ModelConfig, ModelSource, Tokenizer } from './model/types.ts';
 import type { WeightsProgress } from './model/weights.ts';
 import { score, type ScoreOptions, type ScoreResult } from './score.ts';
+import { scoreContinuations, type ContinuationScores } from './continuations.ts';
 import { initLoraAdapter, type HostLoraAdapter, type LoraSettings } from './lora/adapter.ts';
 import { GpuLoraAdapter } from './lora/gpu-adapter.ts';
 import { readPeftAdapter } from './lora/peft.ts';
@@ -37,6 +38,11 @@ export class Model {
   /** Log-probabilities (and optionally logits and hidden states) of given token sequences. */
   score(sequences: number[][], options?: ScoreOptions): Promise<ScoreResult> {
     return score(this.gpuModel, sequences, options);
+  }
+
+  /** Log-probabilities of each continuation's tokens after one shared prompt (the prompt runs once). */
+  scoreContinuations(prompt: number[], continuations: number[][], options?: { adapter?: GpuLoraAdapter | null }): Promise<ContinuationScores> {
+    return scoreContinuations(this.gpuModel, prompt, continuations, options);
   }
 
   /** Puts a LoRA adapter on the GPU; pass it as `adapter` to generate or score with it. */

@@ -2,7 +2,8 @@
 // optionally the raw logits and the final hidden states. Sequences of different lengths are
 // left-padded; the forward runs in chunks of tokens, and the LM head in chunks of rows, so that
 // neither the activations nor a [rows, vocab] logits block outgrow one binding.
-import { readBuffers, storageBuffer } from './gpu/buffers.ts';
+import { readBuffers } from './gpu/buffers.ts';
+import { LogprobHead } from './lm-head.ts';
 import { encodeDispatches, type Dispatch } from './gpu/kernels.ts';
 import type { GpuModel } from './gpu-model.ts';
 import type { GpuLoraAdapter } from './lora/gpu-adapter.ts';
@@ -29,9 +30,6 @@ export interface ScoreResult {
   hidden?: Float32Array[][];
 }
 
-/** Binding offsets must be multiples of 256 bytes: row chunks start at multiples of 64 rows. */
-const ROW_ALIGN = 64;
-
 export async function score(model: GpuModel, sequences: number[][], options: ScoreOptions = {}): Promise<ScoreResult> {
   const { vocabSize: V, hiddenSize: C } = model.config;
   const device = model.gpu.device;
@@ -48,12 +46,9 @@ export async function score(model: GpuModel, sequences: number[][], options: Sco
   const P = padded.length;
   const maxRows = Math.max(B, Math.min(B * P, maxRowsPerStep(model)));
   const chunk = Math.max(1, Math.floor(maxRows / B));
-  const headRows = Math.max(ROW_ALIGN, Math.floor(model.gpu.maxBindingBytes / (V * 4) / ROW_ALIGN) * ROW_ALIGN);
   const state = new ForwardState(model, { B, S: P, maskLen: P, maxRows, adapter: options.adapter ?? null });
-  const headLogits = storageBuffer(device, Math.min(headRows, maxRows) * V * 4, 'score logits');
-  const targets = storageBuffer(device, maxRows * 4, 'targets');
-  const logprob = storageBuffer(device, maxRows * 4, 'logprob');
-  const entropy = storageBuffer(device, maxRows * 4, 'entropy');
+  const head = new LogprobHead(model, maxRows);
+  const { logprob, entropy, targets } = head;
   const offset = (P: number, b: number) => P - sequences[b].length; // padding before sequence b
 
   const result: ScoreResult = {
@@ -70,19 +65,9 @@ export async function score(model: GpuModel, sequences: number[][], options: Sco
       const T = Math.min(chunk, P - t0);
       const R = B * T;
       if (!plans.has(T)) {
-        const dispatches = [...state.body(T, state.ids), state.finalNorm(T)];
-        for (let r0 = 0; r0 < R; r0 += headRows) {
-          const rows = Math.min(headRows, R - r0);
-          const hidden = { buffer: state.h, offset: r0 * C * 4, size: rows * C * 4 };
-          const at = (buffer: GPUBuffer) => ({ buffer, offset: r0 * 4, size: rows * 4 });
-          dispatches.push(
-            ...state.ops.matmul(hidden, model.lmHead, null, { buffer: headLogits, size: rows * V * 4 }, { M: rows }),
-            state.ops.tokenLogprobs({ buffer: headLogits, size: rows * V * 4 }, at(targets), at(logprob), at(entropy), rows, V),
-          );
-          // The logits block is reused by the next row chunk: only one chunk per step when logits are wanted.
-          if (options.logits && r0 + rows < R) throw new RangeError('returning logits needs fewer rows per step; score fewer or shorter sequences at once');
-        }
-        plans.set(T, dispatches);
+        // The logits block is reused by each row chunk: only one chunk per step when logits are wanted.
+        if (options.logits && !head.holdsAllLogits(R)) throw new RangeError('returning logits needs fewer rows per step; score fewer or shorter sequences at once');
+        plans.set(T, [...state.body(T, state.ids), state.finalNorm(T), ...head.dispatches(state.ops, state.h, R)]);
       }
       const rows = (table: number[][]) => table.flatMap((row) => row.slice(t0, t0 + T));
       state.write(state.ids, Uint32Array.from(rows(padded.ids)));
@@ -100,7 +85,7 @@ export async function score(model: GpuModel, sequences: number[][], options: Sco
       const bytes = await readBuffers(device, [
         { buffer: logprob, bytes: R * 4 },
         { buffer: entropy, bytes: R * 4 },
-        ...(options.logits ? [{ buffer: headLogits, bytes: R * V * 4 }] : []),
+        ...(options.logits ? [{ buffer: head.logits, bytes: R * V * 4 }] : []),
         ...hiddenParts.map(({ row }) => ({ buffer: state.h, offset: row * C * 4, bytes: C * 4 })),
       ]);
       const lp = new Float32Array(bytes, 0, R);
@@ -124,6 +109,6 @@ export async function score(model: GpuModel, sequences: number[][], options: Sco
     return result;
   } finally {
     state.dispose();
-    for (const b of [headLogits, targets, logprob, entropy]) b.destroy();
+    head.dispose();
   }
 }

@@ -287,6 +287,31 @@ function subfolder(source: ModelSource, folder: string): ModelSource {
   };
 }
 
+const continuationsCheck: ModelCheck = {
+  name: 'continuations: candidates scored after one shared prompt match scoring each full sequence (chunked prompt, adapter)',
+  async run(gpu) {
+    for (const shape of [TINY_SHAPES[0], TINY_SHAPES[3]]) {
+      await withModel(await tinyModel(gpu, shape.options, shape.maxBindingBytes), async (model) => {
+        const random = seededRandom(60 + shape.options.seed!);
+        const [prompt] = randomSequences(random, [11], model.config.vocabSize);
+        const candidates = randomSequences(random, [3, 1, 5, 2], model.config.vocabSize).map((c) => c.slice(1).concat(c[0] + 5));
+        const host = randomAdapter(model, { r: 2, alpha: 4, targets: ['q_proj', 'v_proj', 'down_proj'], rslora: false, dropout: 0, layers: null }, 61);
+        const adapter = model.uploadAdapter(host);
+        for (const [label, options] of [['base model', {}], ['with adapter', { adapter }]] as const) {
+          const got = await model.scoreContinuations(prompt, candidates, options);
+          const full = await model.score(candidates.map((c) => [...prompt, ...c]), options);
+          candidates.forEach((c, a) => {
+            const expected = full.tokenLogprobs[a].slice(prompt.length) as number[];
+            assertClose(got.tokenLogprobs[a], expected, `${shape.name}, ${label}: candidate ${a}`, 1e-5, 1e-5);
+            assertClose([got.sums[a]], [expected.reduce((x, y) => x + y, 0)], `${shape.name}, ${label}: sum of candidate ${a}`, 1e-5, 1e-5);
+          });
+        }
+        adapter.dispose();
+      });
+    }
+  },
+};
+
 export const modelChecks: ModelCheck[] = [
   tinyForwardCheck,
   tinyDecodeCheck,
@@ -298,4 +323,5 @@ export const modelChecks: ModelCheck[] = [
   loraForwardCheck,
   loraRoundTripCheck,
   storiesLoraCheck,
+  continuationsCheck,
 ];
