@@ -5,7 +5,6 @@
 // token on the GPU. Every decode step then feeds those ids straight back into the embedding
 // lookup: the CPU only reads the B sampled ids (and their log-probs) once per step, to stop on
 // end-of-sequence tokens and to stream text.
-import { readBuffers } from './gpu/buffers.ts';
 import { encodeDispatches, type Dispatch } from './gpu/kernels.ts';
 import type { GpuModel } from './gpu-model.ts';
 import type { GpuLoraAdapter } from './lora/gpu-adapter.ts';
@@ -41,9 +40,18 @@ export interface GenerateResult {
   stats: GenerateStats;
 }
 
-function submit(model: GpuModel, dispatches: Dispatch[]): void {
+/**
+ * Encodes and submits `dispatches`; with `readback`, the same submit also copies the sampled ids and
+ * their log-probs into the step's staging buffer, so a decode step is one submit and one map.
+ */
+function submit(model: GpuModel, dispatches: Dispatch[], readback?: { state: ForwardState; staging: GPUBuffer }): void {
   const encoder = model.gpu.device.createCommandEncoder();
   encodeDispatches(encoder, dispatches);
+  if (readback) {
+    const bytes = readback.state.shape.B * 4;
+    encoder.copyBufferToBuffer(readback.state.sampledIds, 0, readback.staging, 0, bytes);
+    encoder.copyBufferToBuffer(readback.state.sampledLogprobs, 0, readback.staging, bytes, bytes);
+  }
   model.gpu.device.queue.submit([encoder.finish()]);
 }
 
@@ -67,6 +75,8 @@ export async function generate(model: GpuModel, prompts: number[][], options: Ge
   const maxRows = Math.max(B, Math.min(B * P, maxRowsPerStep(model)));
   const chunk = Math.max(1, Math.floor(maxRows / B));
   const state = new ForwardState(model, { B, S: P + maxNewTokens, maskLen: P, maxRows, adapter: options.adapter ?? null });
+  // One staging buffer for the whole generation: the decode loop allocates nothing.
+  const staging = model.gpu.device.createBuffer({ size: B * 8, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: 'sampled ids read-back' });
   try {
     const positions = positionsFromMask(padded.mask);
     state.write(state.keyMask, Uint32Array.from(padded.mask.flat()));
@@ -84,17 +94,16 @@ export async function generate(model: GpuModel, prompts: number[][], options: Ge
       state.write(state.positions, rows(positions));
       if (last) state.write(state.lastRows, Uint32Array.from({ length: B }, (_, b) => b * T + T - 1));
       state.setCursor(t0, 0);
-      submit(model, plans.get(key)!);
+      submit(model, plans.get(key)!, last ? { state, staging } : undefined);
     }
 
     const tokens: number[][] = prompts.map(() => []);
     const logprobs: number[][] = prompts.map(() => []);
     const finished = new Array<boolean>(B).fill(false);
     const readStep = async () => {
-      const bytes = await readBuffers(model.gpu.device, [
-        { buffer: state.sampledIds, bytes: B * 4 },
-        { buffer: state.sampledLogprobs, bytes: B * 4 },
-      ]);
+      await staging.mapAsync(GPUMapMode.READ);
+      const bytes = staging.getMappedRange().slice(0);
+      staging.unmap();
       const ids = new Uint32Array(bytes, 0, B);
       const lps = new Float32Array(bytes, B * 4, B);
       for (let b = 0; b < B; b++) {
@@ -115,7 +124,7 @@ export async function generate(model: GpuModel, prompts: number[][], options: Ge
       // The token sampled at step-1 sits at slot P + step - 1; its position continues its own prompt.
       state.write(state.positions, Uint32Array.from(prompts, (prompt) => prompt.length + step - 1));
       state.setCursor(P + step - 1, step);
-      submit(model, decodePlan);
+      submit(model, decodePlan, { state, staging });
       await readStep();
     }
     return {
@@ -131,5 +140,6 @@ export async function generate(model: GpuModel, prompts: number[][], options: Ge
     };
   } finally {
     state.dispose();
+    staging.destroy();
   }
 }
