@@ -18,6 +18,8 @@ export interface ActionStep {
   actionTokens: number[][];
   /** log π(a | s) for every valid action. */
   logProbs: number[];
+  /** log π_ref(a | s) of the chosen action under the reference model (adapter off), when asked for. */
+  referenceLogProb?: number;
   chosen: number;
   reward: number;
 }
@@ -40,12 +42,16 @@ export interface ActionRolloutOptions {
   /** Take the most probable action instead of sampling (evaluation). */
   greedy?: boolean;
   adapter?: GpuLoraAdapter | null;
+  /** Seed of the policy's draws (default: the reset seed); GRPO plays one reset seed with several. */
+  samplingSeed?: number;
+  /** Also score the chosen action under the reference model (the adapter off), for KL penalties. */
+  referenceLogProbs?: boolean;
 }
 
-/** Plays one episode from `seed`; the policy's draws come from their own stream seeded by it too. */
+/** Plays one episode from `seed`; the policy's draws come from their own seeded stream. */
 export async function playActionEpisode(model: Model, seed: number, options: ActionRolloutOptions): Promise<ActionEpisode> {
   const env = await options.env.make();
-  const random = mulberry32(seed ^ 0x5bd1e995);
+  const random = mulberry32((options.samplingSeed ?? seed) ^ 0x5bd1e995);
   const episode: ActionEpisode = { seed, steps: [], totalReward: 0, success: false };
   try {
     const reset = await env.reset({ seed, options: options.reset });
@@ -60,9 +66,14 @@ export async function playActionEpisode(model: Model, seed: number, options: Act
       const [logProbs] = actionLogProbs([scores.sums], [actionTokens.map((tokens) => tokens.length)], { lengthNormalize: options.lengthNormalize });
       const chosen = options.greedy ? logProbs.indexOf(Math.max(...logProbs)) : sampleAction(logProbs, random);
       const context = [...transcript.ids];
+      let referenceLogProb: number | undefined;
+      if (options.referenceLogProbs) {
+        const reference = await model.scoreContinuations(transcript.ids, actionTokens, { adapter: null });
+        referenceLogProb = actionLogProbs([reference.sums], [actionTokens.map((tokens) => tokens.length)], { lengthNormalize: options.lengthNormalize })[0][chosen];
+      }
       const result = await env.step(actions[chosen]);
       if (!Number.isFinite(result.reward)) throw new Error(`environment ${options.env.id} returned reward ${result.reward} at step ${t}; rewards must be finite numbers`);
-      episode.steps.push({ context, actions, actionTokens, logProbs, chosen, reward: result.reward });
+      episode.steps.push({ context, actions, actionTokens, logProbs, chosen, reward: result.reward, ...(referenceLogProb === undefined ? {} : { referenceLogProb }) });
       episode.totalReward += result.reward;
       transcript.addAction(actionTokens[chosen]);
       if (result.terminated || result.truncated) {

@@ -1,21 +1,17 @@
 // REINFORCE with a baseline, for action-level policies (CleanRL style: the hyperparameters in one
 // record, then the loop top to bottom).
 //
-// The policy is π(a|s) = softmax_b(score_b), score_b = the (summed or mean) log-probability of
-// action b's tokens after the transcript s. For an episode with returns G_t and a running-mean
-// baseline, the loss is -Σ_t A_t log π(a_t|s_t), A_t = G_t - baseline, whose gradient reaches the
-// tokens of EVERY candidate: ∇ log π(a|s) = ∇ score_a - Σ_b π_b ∇ score_b. So each step becomes one
-// training sequence per candidate (the state, then that candidate), and every candidate token gets
-// the weight A_t (1[b = a_t] - π_b) (divided by the candidate's length for mean scores), trained
-// through the GPU's policy-gradient loss term.
+// For an episode with returns-to-go G_t and a running-mean baseline of episode returns, the loss is
+// -Σ_t A_t log π(a_t|s_t) with A_t = G_t - baseline (optionally normalised over the update); the
+// gradient of log π over the whole action list is built in action-gradient.ts.
 import type { Model } from '../engine/model.ts';
 import type { LoraSettings } from '../engine/lora/adapter.ts';
 import type { GpuLoraAdapter } from '../engine/lora/gpu-adapter.ts';
-import type { TrainBatch } from '../engine/train/batch.ts';
 import { Trainer, type StepMetrics } from '../engine/train/trainer.ts';
 import type { EnvModule } from '../env/types.ts';
 import { playActionEpisode, type ActionEpisode } from '../agent/rollout.ts';
 import type { PromptFormat } from '../agent/transcript.ts';
+import { actionPolicyGradientBatches } from './action-gradient.ts';
 import { discountedReturns, normalizeAdvantages, RunningMean } from './advantages.ts';
 
 export interface ReinforceConfig {
@@ -89,23 +85,9 @@ export async function trainReinforce(
       const raw = returns.flatMap((g) => g.map((x) => x - baseline.mean));
       const advantages = config.normalizeAdvantages ? normalizeAdvantages(raw) : raw;
       baseline.update(episodes.map((e) => e.totalReward));
-      // 3. One training sequence per (step, candidate), weighted by A (1[chosen] - π).
-      const sequences: TrainBatch[] = [];
-      const pending: TrainBatch = { sequences: [], actionMask: [], advantages: [] };
-      let k = 0;
-      for (const episode of episodes) {
-        for (const step of episode.steps) {
-          const advantage = advantages[k++];
-          step.actionTokens.forEach((tokens, b) => {
-            const weight = advantage * ((b === step.chosen ? 1 : 0) - Math.exp(step.logProbs[b])) / (config.lengthNormalize ? tokens.length : 1);
-            pending.sequences.push([...step.context, ...tokens]);
-            pending.actionMask.push([...step.context.map(() => 0), ...tokens.map(() => 1)]);
-            pending.advantages!.push([...step.context.map(() => 0), ...tokens.map(() => weight)]);
-            if (pending.sequences.length === config.microBatch) sequences.push(flush(pending));
-          });
-        }
-      }
-      if (pending.sequences.length > 0) sequences.push(flush(pending));
+      // 3. The policy gradient of every step over its whole action list.
+      const steps = episodes.flatMap((e) => e.steps).map((step, k) => ({ step, advantage: advantages[k] }));
+      const sequences = actionPolicyGradientBatches(steps, config.lengthNormalize, config.microBatch);
       const metrics = await trainer.step(sequences, { pg: 1 });
       const update = {
         episodes: done + episodes.length,
@@ -120,14 +102,6 @@ export async function trainReinforce(
   } finally {
     trainer.dispose();
   }
-}
-
-function flush(pending: TrainBatch): TrainBatch {
-  const batch = { sequences: pending.sequences, actionMask: pending.actionMask, advantages: pending.advantages };
-  pending.sequences = [];
-  pending.actionMask = [];
-  pending.advantages = [];
-  return batch;
 }
 
 /** Success rate and mean return of the greedy action-level policy on the test split. */

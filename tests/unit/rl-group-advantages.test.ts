@@ -1,6 +1,6 @@
 // Group-relative advantages against hand-computed groups.
 import { describe, expect, test } from 'vitest';
-import { groupAdvantages } from '../../src/rl/grpo.ts';
+import { groupAdvantages } from '../../src/rl/group-advantages.ts';
 
 describe('groupAdvantages', () => {
   test('normalises within the groups of a shared reset seed, keeping the input order', () => {
