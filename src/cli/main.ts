@@ -1,5 +1,6 @@
 // The rlplay command line. Each command lives in commands/; all run on the same engine as the app.
 import { Command, CommanderError } from 'commander';
+import { registerEval } from './commands/eval.ts';
 import { registerGenerate } from './commands/generate.ts';
 import { registerLogprobs } from './commands/logprobs.ts';
 import { registerSft } from './commands/sft.ts';
@@ -12,6 +13,7 @@ export async function main(argv: string[]): Promise<number> {
   registerGenerate(program);
   registerLogprobs(program);
   registerSft(program);
+  registerEval(program);
   try {
     await program.parseAsync(argv, { from: 'user' });
     return 0;

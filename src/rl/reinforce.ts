@@ -103,16 +103,3 @@ export async function trainReinforce(
     trainer.dispose();
   }
 }
-
-/** Success rate and mean return of the greedy action-level policy on the test split. */
-export async function evaluateActionPolicy(model: Model, env: EnvModule, options: { episodes: number; difficulty: number; format: PromptFormat; lengthNormalize: boolean; adapter?: GpuLoraAdapter | null; firstSeed?: number }): Promise<{ successRate: number; meanReturn: number }> {
-  let wins = 0;
-  let total = 0;
-  for (let i = 0; i < options.episodes; i++) {
-    const episode = await playActionEpisode(model, (options.firstSeed ?? 900_000) + i, { env, reset: { split: 'test', difficulty: options.difficulty }, format: options.format, lengthNormalize: options.lengthNormalize, greedy: true, adapter: options.adapter });
-    if (episode.error) throw new Error(`evaluation episode ${i} failed: ${episode.error}`);
-    if (episode.success) wins++;
-    total += episode.totalReward;
-  }
-  return { successRate: wins / options.episodes, meanReturn: total / options.episodes };
-}

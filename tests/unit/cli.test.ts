@@ -99,6 +99,21 @@ describe.skipIf(!fixturePresent)('rlplay CLI on stories260K', () => {
     expect(missing.stderr).toMatch(/no adapter_config\.json/);
   });
 
+  test('eval reports success, return and length with confidence intervals on held-out instances', async () => {
+    const { code, stdout } = await rlplay('eval', '--model', STORIES260K_DIR, '--env', 'reasoning', '--episodes', '3', '--json');
+    expect(code).toBe(0);
+    const report = JSON.parse(stdout);
+    expect(report).toMatchObject({ env: 'reasoning', split: 'test', difficulty: 1, episodes: 3 });
+    for (const key of ['successRate', 'meanReturn', 'meanLength']) {
+      expect(report[key].low).toBeLessThanOrEqual(report[key].value);
+      expect(report[key].high).toBeGreaterThanOrEqual(report[key].value);
+    }
+    expect(report.meanLength.value).toBeGreaterThan(0);
+    const unknown = await rlplay('eval', '--model', STORIES260K_DIR, '--env', 'chess', '--episodes', '1');
+    expect(unknown.code).not.toBe(0);
+    expect(unknown.stderr).toMatch(/unknown environment "chess"; built-ins: .*tool-use/);
+  });
+
   test('a truncated model.safetensors fails with a clear message and a non-zero exit', async () => {
     const { code, stdout, stderr } = await rlplay('logprobs', '--model', brokenDir, '--text', 'Once', '--json');
     expect(code).not.toBe(0);
