@@ -5,22 +5,17 @@
 import { BackwardOps, type AttentionBackwardShape } from '../../src/engine/backward-ops.ts';
 import { readFloat32, storageBuffer, storageFrom, uniformBuffer } from '../../src/engine/gpu/buffers.ts';
 import type { GpuContext } from '../../src/engine/gpu/device.ts';
-import { encodeDispatches, Kernels, type Dispatch } from '../../src/engine/gpu/kernels.ts';
+import { Kernels } from '../../src/engine/gpu/kernels.ts';
 import { OpBuilder } from '../../src/engine/ops.ts';
 import * as bwd from '../../src/engine/reference/backward.ts';
 import * as ref from '../../src/engine/reference/ops.ts';
 import { assertClose, randomArray, seededRandom } from './assert.ts';
+import { paddingMask, queryColumns, randomRopeTable, run } from './gpu-cases.ts';
 import type { GpuCheck } from './kernel-checks.ts';
 
 export interface ReferenceCheck {
   name: string;
   run(): void;
-}
-
-function run(gpu: GpuContext, dispatches: Dispatch[]): void {
-  const encoder = gpu.device.createCommandEncoder();
-  encodeDispatches(encoder, dispatches);
-  gpu.device.queue.submit([encoder.finish()]);
 }
 
 async function withOps(gpu: GpuContext, headDim: number, body: (ops: BackwardOps, forward: OpBuilder) => Promise<void>): Promise<void> {
@@ -33,31 +28,6 @@ async function withOps(gpu: GpuContext, headDim: number, body: (ops: BackwardOps
     ops.dispose();
     forward.dispose();
   }
-}
-
-function randomRopeTable(random: () => number, positions: number, half: number): Float32Array {
-  const table = new Float32Array(positions * half * 2);
-  for (let i = 0; i < positions * half; i++) {
-    const angle = random() * 100;
-    table[2 * i] = Math.cos(angle);
-    table[2 * i + 1] = Math.sin(angle);
-  }
-  return table;
-}
-
-/** Sequence b is left-padded by b slots, and sequence 0 has a hole at slot 1: a non-contiguous mask. */
-function paddingMask(B: number, maskLen: number): Uint32Array {
-  const mask = Uint32Array.from({ length: B * maskLen }, (_, i) => (i % maskLen >= Math.floor(i / maskLen) ? 1 : 0));
-  if (maskLen > 2) mask[1] = 0;
-  return mask;
-}
-
-/** The first H*D columns (the query heads) of each row of qkv [R, (H+2Hk)*D]. */
-function queryColumns(qkv: ArrayLike<number>, R: number, H: number, Hk: number, D: number): Float64Array {
-  const width = (H + 2 * Hk) * D;
-  const q = new Float64Array(R * H * D);
-  for (let r = 0; r < R; r++) for (let i = 0; i < H * D; i++) q[r * H * D + i] = qkv[r * width + i];
-  return q;
 }
 
 /** The reference attention gradients laid out as the GPU writes them: dqkv [B*T, (H+2Hk)*D], keys of slot t in row b*T + t. */

@@ -1,27 +1,18 @@
 // Every WGSL kernel against its float64 reference on random small shapes. These checks run twice:
 // in Node on Dawn (tests/unit/kernels.test.ts) and in headless Chromium (tests/browser/gpu.spec.ts).
-import { grid, readFloat32, storageBuffer, storageFrom, uniformBuffer } from '../../src/engine/gpu/buffers.ts';
+import { grid, readFloat32, storageBuffer, storageFrom } from '../../src/engine/gpu/buffers.ts';
 import type { GpuContext } from '../../src/engine/gpu/device.ts';
-import { encodeDispatches, Kernels, type Dispatch } from '../../src/engine/gpu/kernels.ts';
+import { Kernels } from '../../src/engine/gpu/kernels.ts';
 import { uploadMatrix } from '../../src/engine/gpu/matrix.ts';
 import { OpBuilder } from '../../src/engine/ops.ts';
 import * as ref from '../../src/engine/reference/ops.ts';
 import { dropoutKeeps, resolveSampling, samplingUniform } from '../../src/engine/sampling-params.ts';
 import { assert, assertClose, assertEqual, randomArray, seededRandom } from './assert.ts';
+import { cursorBuffer, paddingMask, queryColumns, randomRopeTable, run } from './gpu-cases.ts';
 
 export interface GpuCheck {
   name: string;
   run(gpu: GpuContext): Promise<void>;
-}
-
-function run(gpu: GpuContext, dispatches: Dispatch[]): void {
-  const encoder = gpu.device.createCommandEncoder();
-  encodeDispatches(encoder, dispatches);
-  gpu.device.queue.submit([encoder.finish()]);
-}
-
-function cursorBuffer(device: GPUDevice, slot0: number, step: number): GPUBuffer {
-  return uniformBuffer(device, [slot0, step, 0, 0], 'cursor');
 }
 
 async function withOps(gpu: GpuContext, headDim: number, body: (ops: OpBuilder) => Promise<void>): Promise<void> {
@@ -122,16 +113,6 @@ const rmsnormCheck: GpuCheck = {
   },
 };
 
-function randomRopeTable(random: () => number, positions: number, half: number): Float32Array {
-  const table = new Float32Array(positions * half * 2);
-  for (let i = 0; i < positions * half; i++) {
-    const angle = random() * 100;
-    table[2 * i] = Math.cos(angle);
-    table[2 * i + 1] = Math.sin(angle);
-  }
-  return table;
-}
-
 const ropeCheck: GpuCheck = {
   name: 'rope_and_store_kv: rotates q in place, stores rotated k and v at the cursor slot (GQA)',
   async run(gpu) {
@@ -184,15 +165,11 @@ const attentionCheck: GpuCheck = {
         const qkv = randomArray(random, s.B * s.T * width, 2);
         const kCache = randomArray(random, s.B * s.Hk * s.S * s.D, 2);
         const vCache = randomArray(random, s.B * s.Hk * s.S * s.D);
-        // sequence b is left-padded by b slots; row 0 also has a hole, as a non-contiguous mask
-        const mask = Uint32Array.from({ length: s.B * s.maskLen }, (_, i) => (i % s.maskLen >= Math.floor(i / s.maskLen) ? 1 : 0));
-        if (s.maskLen > 2) mask[1] = 0;
+        const mask = paddingMask(s.B, s.maskLen);
         const outGpu = storageBuffer(gpu.device, s.B * s.T * s.H * s.D * 4, 'out');
         const lseGpu = storageBuffer(gpu.device, s.B * s.T * s.H * 4, 'lse');
         run(gpu, [ops.attention(storageFrom(gpu.device, qkv, 'qkv'), storageFrom(gpu.device, kCache, 'k'), storageFrom(gpu.device, vCache, 'v'), storageFrom(gpu.device, mask, 'mask'), outGpu, lseGpu, cursorBuffer(gpu.device, s.slot0, 0), s)]);
-        const q = new Float64Array(s.B * s.T * s.H * s.D);
-        for (let r = 0; r < s.B * s.T; r++) q.set(qkv.subarray(r * width, r * width + s.H * s.D), r * s.H * s.D);
-        const expected = ref.attention(q, kCache, vCache, mask, s);
+        const expected = ref.attention(queryColumns(qkv, s.B * s.T, s.H, s.Hk, s.D), kCache, vCache, mask, s);
         assertClose(await readFloat32(gpu.device, outGpu, expected.out.length), expected.out, `attention ${JSON.stringify(s)}`, 1e-5, 1e-5);
         assertClose(await readFloat32(gpu.device, lseGpu, expected.lse.length), expected.lse, `attention log-sum-exp ${JSON.stringify(s)}`, 1e-5, 1e-5);
       });
