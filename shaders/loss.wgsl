@@ -3,7 +3,9 @@
 // Every token row r carries the forward's log-probability lp[r] of its token, the entropy ent[r] of
 // its next-token distribution... (both from token_logprobs) and the value head's output value[r],
 // plus the loss inputs given by the algorithm: mask (1 = an action token that the loss sees),
-// advantage, old log-prob (at collection time), reference log-prob (adapter off), return, old value.
+// advantage, old log-prob (at collection time), reference log-prob (adapter off), return, old value,
+// and the value mask (1 = the value head's output on this row is regressed to the return; algorithms
+// that need V only at some rows, e.g. a state's last token, set it apart from the action mask).
 // The loss is a weighted sum of standard terms, averaged over action tokens (scale = 1 / their count):
 //
 //   nll      -lp                                          (behaviour cloning, SFT)
@@ -11,7 +13,8 @@
 //   ppo      -min(rho A, clip(rho, 1 - c, 1 + c) A),  rho = exp(lp - oldLp)     (PPO, GRPO)
 //   entropy  -ent                                         (entropy bonus)
 //   kl       exp(ref - lp) - (ref - lp) - 1               (k3 estimator of KL(policy || reference))
-//   value    1/2 max((v - R)^2, (v_clipped - R)^2),  v_clipped = oldV + clamp(v - oldV, -cv, cv)  (cv = 0: no clip)
+//   value    1/2 max((v - R)^2, (v_clipped - R)^2),  v_clipped = oldV + clamp(v - oldV, -cv, cv)  (cv = 0: no clip),
+//            on value-mask rows (every other term is on action-mask rows)
 //
 // token_loss: one invocation per row; writes dL/dlp, dL/dent, dL/dvalue and the row's metrics
 //   metrics [R, METRICS]: nll, pg, ppo, entropy, kl, value (each weighted part of the loss, unweighted
@@ -43,8 +46,8 @@ struct Inputs {
   refLogprob: f32,
   ret: f32,
   oldValue: f32,
-  _pad0: f32,
-  _pad1: f32,
+  valueMask: f32,
+  _pad: f32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -94,7 +97,8 @@ fn token_loss(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
 
   gLogprob[r] = w * (-p.wNll - p.wPg * a + p.wPpo * dPpo + p.wKl * dKl);
   gEntropy[r] = -w * p.wEntropy;
-  gValue[r] = w * p.wValue * dValue;
+  let wv = x.valueMask * p.scale;
+  gValue[r] = wv * p.wValue * dValue;
 
   let m = r * METRICS;
   metrics[m + 0u] = w * -lp;
@@ -102,7 +106,7 @@ fn token_loss(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
   metrics[m + 2u] = w * ppo;
   metrics[m + 3u] = w * entropy[r];
   metrics[m + 4u] = w * kl;
-  metrics[m + 5u] = w * valueLoss;
+  metrics[m + 5u] = wv * valueLoss;
   metrics[m + 6u] = w * select(0.0, 1.0, rho != clippedRho);
   metrics[m + 7u] = w * ((rho - 1.0) - (lp - x.oldLogprob));
 }

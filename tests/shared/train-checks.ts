@@ -30,9 +30,10 @@ const lossCheck: GpuCheck = {
       { pg: 1 },
       { ppo: 1, clip: 0.2, value: 0.5, entropy: 0.01, kl: 0.05 },
       { ppo: 1, clip: 0.1, value: 1, valueClip: 0.2 },
+      { pg: 1, value: 1 }, // with a value mask apart from the action mask (below)
     ];
     const kernels = new Kernels(gpu.device, 8);
-    for (const weights of settings) {
+    for (const [i, weights] of settings.entries()) {
       const owned: GPUBuffer[] = [];
       const logprob = Float32Array.from({ length: R }, () => -4 * random());
       const entropy = Float32Array.from({ length: R }, () => 3 * random());
@@ -44,6 +45,8 @@ const lossCheck: GpuCheck = {
         refLogprob: Float32Array.from(logprob, (lp) => lp + (random() - 0.5)),
         returns: randomArray(random, R, 2),
         oldValue: Float32Array.from(value, (v) => v + (random() - 0.5)),
+        // A value mask apart from the action mask: some rows carry only the value loss, some only the others.
+        ...(i === settings.length - 1 ? { valueMask: Float32Array.from({ length: R }, (_, r) => (r % 3 === 0 ? 1 : 0)) } : {}),
       };
       const actionTokens = Array.from(inputs.mask).reduce((a, m) => a + m, 0);
       const buffer = (bytes: number, label: string) => {

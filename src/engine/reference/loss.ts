@@ -37,10 +37,11 @@ export function referenceTokenLoss(weights: LossWeights, logprob: ArrayLike<numb
     const dValue = useClipped ? (Math.abs(v - oldV) < w.valueClip ? vClipped - ret : 0) : v - ret;
     out.gLogprob[r] = m * (-w.nll - w.pg * a + w.ppo * (ppoActive ? -rho * a : 0) + w.kl * (1 - Math.exp(gap)));
     out.gEntropy[r] = -m * w.entropy;
-    out.gValue[r] = m * w.value * dValue;
+    const mv = (inputs.valueMask ?? inputs.mask)[r] * scale;
+    out.gValue[r] = mv * w.value * dValue;
     const parts = [-lp, -a * lp, ppo, entropy[r], kl, valueLoss, rho !== clipped ? 1 : 0, rho - 1 - (lp - oldLp)];
-    parts.forEach((part, i) => (out.metrics[i] += m * part));
-    out.loss += m * (w.nll * parts[0] + w.pg * parts[1] + w.ppo * parts[2] - w.entropy * parts[3] + w.kl * parts[4] + w.value * parts[5]);
+    parts.forEach((part, i) => (out.metrics[i] += (i === 5 ? mv : m) * part));
+    out.loss += m * (w.nll * parts[0] + w.pg * parts[1] + w.ppo * parts[2] - w.entropy * parts[3] + w.kl * parts[4]) + mv * w.value * parts[5];
   }
   return out;
 }

@@ -17,6 +17,11 @@ export interface TrainBatch {
   refLogprobs?: number[][];
   returns?: number[][];
   oldValues?: number[][];
+  /**
+   * 1 where the value head's output for the state ending just before this token is regressed to
+   * `returns` (default: the action mask). A state's value lives on the row that predicts its next token.
+   */
+  valueMask?: number[][];
 }
 
 export interface PackedBatch {
@@ -62,6 +67,7 @@ export function packBatch(batch: TrainBatch): PackedBatch {
     refLogprob: toRows(batch, batch.refLogprobs, 'reference log-probs', T),
     returns: toRows(batch, batch.returns, 'returns', T),
     oldValue: toRows(batch, batch.oldValues, 'old values', T),
+    valueMask: toRows(batch, batch.valueMask, 'value mask', T),
   };
   return {
     B,

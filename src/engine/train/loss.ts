@@ -36,6 +36,8 @@ export interface TokenLossInputs {
   refLogprob?: ArrayLike<number>;
   returns?: ArrayLike<number>;
   oldValue?: ArrayLike<number>;
+  /** Rows whose value-head output the value loss regresses to the return (default: the action mask). */
+  valueMask?: ArrayLike<number>;
 }
 
 export const INPUT_FLOATS = 8;
@@ -43,12 +45,12 @@ export const INPUT_FLOATS = 8;
 export function packLossInputs(inputs: TokenLossInputs): Float32Array {
   const R = inputs.mask.length;
   const packed = new Float32Array(R * INPUT_FLOATS);
-  const columns = [inputs.mask, inputs.advantage, inputs.oldLogprob, inputs.refLogprob, inputs.returns, inputs.oldValue];
+  const columns = [inputs.mask, inputs.advantage, inputs.oldLogprob, inputs.refLogprob, inputs.returns, inputs.oldValue, inputs.valueMask ?? inputs.mask];
   columns.forEach((column, c) => {
     if (!column) return;
     if (column.length !== R) throw new RangeError(`loss input ${c} has ${column.length} rows, the mask ${R}`);
     for (let r = 0; r < R; r++) {
-      if (!Number.isFinite(column[r])) throw new RangeError(`loss input ${['mask', 'advantage', 'old log-prob', 'reference log-prob', 'return', 'old value'][c]} of token ${r} is ${column[r]}; every value must be finite`);
+      if (!Number.isFinite(column[r])) throw new RangeError(`loss input ${['mask', 'advantage', 'old log-prob', 'reference log-prob', 'return', 'old value', 'value mask'][c]} of token ${r} is ${column[r]}; every value must be finite`);
       packed[r * INPUT_FLOATS + c] = column[r];
     }
   });
