@@ -62,13 +62,13 @@ export async function playActionEpisode(model: Model, seed: number, options: Act
       const actions = await env.validActions();
       if (actions.length === 0) throw new Error(`environment ${options.env.id} offered no valid actions at step ${t}`);
       const actionTokens = actions.map((a) => transcript.encodeAction(a));
-      const scores = await model.scoreContinuations(transcript.ids, actionTokens, { adapter: options.adapter });
+      const [scores] = await model.scoreContinuations([{ prompt: transcript.ids, continuations: actionTokens }], { adapter: options.adapter });
       const [logProbs] = actionLogProbs([scores.sums], [actionTokens.map((tokens) => tokens.length)], { lengthNormalize: options.lengthNormalize });
       const chosen = options.greedy ? logProbs.indexOf(Math.max(...logProbs)) : sampleAction(logProbs, random);
       const context = [...transcript.ids];
       let referenceLogProb: number | undefined;
       if (options.referenceLogProbs) {
-        const reference = await model.scoreContinuations(transcript.ids, actionTokens, { adapter: null });
+        const [reference] = await model.scoreContinuations([{ prompt: transcript.ids, continuations: actionTokens }], { adapter: null });
         referenceLogProb = actionLogProbs([reference.sums], [actionTokens.map((tokens) => tokens.length)], { lengthNormalize: options.lengthNormalize })[0][chosen];
       }
       const result = await env.step(actions[chosen]);

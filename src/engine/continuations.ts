@@ -1,23 +1,278 @@
-// Scoring several continuations of one prompt: the log-probability of every token of each
+// Scoring the continuations of many prompts at once: the log-probability of every token of each
 // candidate, as action-level policies need (a softmax over the valid actions' summed or
-// length-normalised log-probs). The prompt runs once; its KV cache is then copied to one cache row
-// per candidate, and all candidates run as one batch from there, each starting at the prompt's end.
+// length-normalised log-probs), for a batch of environment states stepped side by side.
 //
-//   log p(c_a[0] | prompt)        from the prompt's last hidden state, repeated for every candidate
+// All prompts run once, as one left-padded batch; each candidate's cache row then receives a copy
+// of its own prompt's KV cache, and all candidates of all prompts run as one right-padded batch
+// from the padded prompt's end, each at the positions and under the key mask of its own prompt.
+//
+//   log p(c_a[0] | prompt)          from the prompt's last hidden state, one row per candidate
 //   log p(c_a[t] | prompt, c_a[<t]) from the candidate batch, row (a, t - 1)
-import { readBuffers, storageBuffer, storageFrom } from './gpu/buffers.ts';
+//
+// When the prompts or the candidates outgrow one batch (the KV cache of one layer must fit one
+// binding, rows per forward step are bounded by maxRowsPerStep, and the caches of all layers by a
+// memory budget), they are split into groups of consecutive candidates, run one after another;
+// results of every group are copied into shared output buffers, so the whole call still ends in
+// one read-back.
+import { readBuffers, storageBuffer } from './gpu/buffers.ts';
 import { encodeDispatches, type Dispatch } from './gpu/kernels.ts';
 import type { GpuMatrix } from './gpu/matrix.ts';
 import type { GpuModel } from './gpu-model.ts';
 import { ForwardState, maxRowsPerStep } from './forward.ts';
 import { LogprobHead } from './lm-head.ts';
 import type { GpuLoraAdapter } from './lora/gpu-adapter.ts';
+import { padLeft, positionsFromMask } from './padding.ts';
+
+export interface ContinuationRequest {
+  /** Token ids of the prompt (non-empty: start it with the BOS token). */
+  prompt: number[];
+  /** The candidate continuations of this prompt, each non-empty. */
+  continuations: number[][];
+}
 
 export interface ContinuationScores {
   /** tokenLogprobs[a][t] = log p(continuations[a][t] | prompt, continuations[a][<t]). */
   tokenLogprobs: number[][];
   /** The sum over each continuation's tokens. */
   sums: number[];
+  /**
+   * With options.hidden: the final hidden state (after the final RMSNorm, the `h` a value head
+   * reads, as score()'s hiddenAt returns) at the prompt's last token.
+   */
+  promptHidden?: Float32Array;
+  /** With options.hidden: the final hidden state at each continuation's last token. */
+  continuationHidden?: Float32Array[];
+}
+
+export interface ContinuationOptions {
+  /** Score with this LoRA adapter applied (default: the base model). */
+  adapter?: GpuLoraAdapter | null;
+  /** Also return the final hidden states at each prompt's and each continuation's last token. */
+  hidden?: boolean;
+}
+
+/** Most bytes the KV caches of one group (prompt and candidate rows, all layers, keys and values) may take. */
+const KV_CACHE_BUDGET_BYTES = 1024 * 2 ** 20;
+
+/** Candidates first .. first+count-1 of request `request`. */
+interface Part {
+  request: number;
+  first: number;
+  count: number;
+}
+
+/** Consecutive candidates (in request order) that run as one batch, and their global numbers. */
+interface Group {
+  parts: Part[];
+  /** Global index of the group's first candidate. */
+  firstCandidate: number;
+  /** Floats the group writes into the continuation log-prob output, and where they start. */
+  restBase: number;
+}
+
+/** What a finished group leaves for decoding its rows of the continuation log-prob output. */
+interface GroupLayout {
+  restBase: number;
+  /** Candidates, the longest continuation and tokens per candidate per forward step. */
+  A: number;
+  L: number;
+  chunk: number;
+}
+
+function validate(model: GpuModel, requests: ContinuationRequest[]): void {
+  const V = model.config.vocabSize;
+  const inVocabulary = (id: number) => Number.isInteger(id) && id >= 0 && id < V;
+  if (requests.length === 0) throw new RangeError('there is nothing to score: no requests; pass at least one { prompt, continuations }');
+  requests.forEach(({ prompt, continuations }, i) => {
+    if (prompt.length === 0 || !prompt.every(inVocabulary)) throw new RangeError(`request ${i}: the prompt must be non-empty token ids in [0, ${V}) (start it with the BOS token)`);
+    if (continuations.length === 0) throw new RangeError(`request ${i}: there is nothing to score: no continuations; give it at least one`);
+    continuations.forEach((c, a) => {
+      if (c.length === 0 || !c.every(inVocabulary)) throw new RangeError(`request ${i}: continuation ${a} must be non-empty token ids in [0, ${V})`);
+    });
+    const P = prompt.length;
+    const L = Math.max(...continuations.map((c) => c.length));
+    if (P + L > model.ropePositions) {
+      throw new RangeError(`request ${i}: prompt (${P}) plus the longest continuation (${L}) exceed the model's ${model.ropePositions} positions; shorten the prompt or the continuations`);
+    }
+    const cacheBytes = cacheRowBytes(model, P + L);
+    if (cacheBytes > model.gpu.maxBindingBytes) {
+      throw new RangeError(
+        `request ${i}: the KV cache of one layer for its prompt (${P}) plus the longest continuation (${L}) needs ${cacheBytes} bytes, ` +
+          `more than this GPU binds at once (${model.gpu.maxBindingBytes}); shorten the prompt or the continuations`,
+      );
+    }
+  });
+}
+
+/** Bytes of one layer's key (or value) cache for one sequence of S slots. */
+function cacheRowBytes(model: GpuModel, S: number): number {
+  const { numKvHeads: Hk, headDim: D } = model.config;
+  return Hk * S * D * 4;
+}
+
+/**
+ * Splits the candidates, in order, into groups that each fit one batch: the prompt batch and the
+ * candidate batch each within maxRowsPerStep sequences and the binding limit for one layer's cache,
+ * and both caches together within the memory budget. A group of one candidate always runs (validate
+ * has checked that its cache fits a binding).
+ */
+function planGroups(model: GpuModel, requests: ContinuationRequest[]): { groups: Group[]; restFloats: number } {
+  const maxRows = maxRowsPerStep(model);
+  const layers = model.config.numLayers;
+  const fits = (prompts: number, P: number, A: number, L: number) => {
+    const row = cacheRowBytes(model, P + L);
+    return prompts <= maxRows && A <= maxRows && Math.max(prompts, A) * row <= model.gpu.maxBindingBytes && (prompts + A) * row * 2 * layers <= KV_CACHE_BUDGET_BYTES;
+  };
+  const groups: Group[] = [];
+  let current: Group | null = null;
+  let P = 0;
+  let L = 0;
+  let A = 0;
+  let candidate = 0;
+  let restBase = 0;
+  const close = () => {
+    if (current) restBase += A * L;
+  };
+  requests.forEach(({ prompt, continuations }, i) => {
+    continuations.forEach((c, a) => {
+      const part = current?.parts.at(-1);
+      const samePrompt = part?.request === i;
+      const prompts = (current?.parts.length ?? 0) + (samePrompt ? 0 : 1);
+      if (current && fits(prompts, Math.max(P, prompt.length), A + 1, Math.max(L, c.length))) {
+        if (samePrompt) part!.count++;
+        else current.parts.push({ request: i, first: a, count: 1 });
+        P = Math.max(P, prompt.length);
+        L = Math.max(L, c.length);
+        A++;
+      } else {
+        close();
+        current = { parts: [{ request: i, first: a, count: 1 }], firstCandidate: candidate, restBase };
+        groups.push(current);
+        P = prompt.length;
+        L = c.length;
+        A = 1;
+      }
+      candidate++;
+    });
+  });
+  close();
+  return { groups, restFloats: restBase };
+}
+
+/** Runs one group's prompts and candidates, copying its results into the shared output buffers. */
+async function runGroup(
+  model: GpuModel,
+  requests: ContinuationRequest[],
+  group: Group,
+  out: { first: GPUBuffer; rest: GPUBuffer; promptHidden: GPUBuffer | null; candidateHidden: GPUBuffer | null },
+  adapter: GpuLoraAdapter | null,
+  owned: { dispose(): void }[],
+): Promise<GroupLayout> {
+  const device = model.gpu.device;
+  const { hiddenSize: C, rmsNormEps: eps } = model.config;
+  const prompts = group.parts.map((part) => requests[part.request].prompt);
+  // Every candidate of the group, with the group-local index of its prompt.
+  const candidates = group.parts.flatMap((part, b) => requests[part.request].continuations.slice(part.first, part.first + part.count).map((tokens, k) => ({ tokens, b, part, a: part.first + k })));
+  const Np = prompts.length;
+  const A = candidates.length;
+  const L = Math.max(...candidates.map((c) => c.tokens.length));
+  const padded = padLeft(prompts, 0);
+  const P = padded.length;
+  const S = P + L;
+  const rowsPerStep = maxRowsPerStep(model);
+
+  // 1. The prompts, as one left-padded batch in chunks of `chunk` tokens per prompt.
+  const promptRows = Math.max(Np, Math.min(Np * P, rowsPerStep));
+  const chunk = Math.max(1, Math.floor(promptRows / Np));
+  const prefix = new ForwardState(model, { B: Np, S, maskLen: P, maxRows: promptRows, adapter });
+  owned.push(prefix);
+  // The candidate batch: `candChunk` tokens of every candidate per forward step.
+  const candChunk = Math.max(1, Math.min(L, Math.floor(rowsPerStep / A)));
+  const batch = new ForwardState(model, { B: A, S, maskLen: P, maxRows: A * candChunk, adapter });
+  owned.push(batch);
+  const head = new LogprobHead(model, A * candChunk);
+  owned.push(head);
+  const lastRow = storageBuffer(device, A * 4, 'last prompt rows');
+  owned.push({ dispose: () => lastRow.destroy() });
+
+  const positions = positionsFromMask(padded.mask);
+  prefix.write(prefix.keyMask, Uint32Array.from(padded.mask.flat()));
+  const promptPlans = new Map<number, Dispatch[]>();
+  let lastT = 0;
+  for (let t0 = 0; t0 < P; t0 += chunk) {
+    const T = Math.min(chunk, P - t0);
+    if (!promptPlans.has(T)) promptPlans.set(T, prefix.body(T, prefix.ids));
+    const rows = (table: number[][]) => Uint32Array.from(table.flatMap((row) => row.slice(t0, t0 + T)));
+    prefix.write(prefix.ids, rows(padded.ids));
+    prefix.write(prefix.positions, rows(positions));
+    prefix.setCursor(t0, 0);
+    submit(model, promptPlans.get(T)!);
+    lastT = T;
+  }
+
+  // 2. Each candidate's cache row gets its prompt's; its first row the prompt's last residual, whose
+  //    normed state scores the candidate's first token. Left padding puts every prompt's last token
+  //    in the last column, the last row of its prompt's rows in the last chunk.
+  const cacheFloats = cacheRowBytes(model, S) / 4;
+  const cacheTable = (buffer: GPUBuffer): GpuMatrix => ({ rows: Np, cols: cacheFloats, chunks: [{ buffer, rowStart: 0, rows: Np }] });
+  const residual: GpuMatrix = { rows: Np * lastT, cols: C, chunks: [{ buffer: prefix.x, rowStart: 0, rows: Np * lastT }] };
+  batch.write(batch.lastRows, Uint32Array.from(candidates, (c) => c.b));
+  batch.write(lastRow, Uint32Array.from(candidates, (c) => c.b * lastT + lastT - 1));
+  batch.write(head.targets, Int32Array.from(candidates, (c) => c.tokens[0]));
+  const ops = batch.ops;
+  const encoder = device.createCommandEncoder();
+  encodeDispatches(encoder, [
+    ...model.layers.flatMap((_, l) => [
+      ...ops.gatherRows(cacheTable(prefix.kCache[l]), batch.lastRows, batch.kCache[l], A),
+      ...ops.gatherRows(cacheTable(prefix.vCache[l]), batch.lastRows, batch.vCache[l], A),
+    ]),
+    ...ops.gatherRows(residual, lastRow, batch.x, A),
+    ops.rmsnorm(batch.x, model.finalNorm, batch.h, A, C, eps),
+    ...head.dispatches(ops, batch.h, A),
+  ]);
+  encoder.copyBufferToBuffer(head.logprob, 0, out.first, group.firstCandidate * 4, A * 4);
+  if (out.promptHidden) {
+    candidates.forEach((c, a) => {
+      if (c.a === 0) encoder.copyBufferToBuffer(batch.h, a * C * 4, out.promptHidden!, c.part.request * C * 4, C * 4);
+    });
+  }
+  device.queue.submit([encoder.finish()]);
+
+  // 3. All candidates from slot P on, right-padded, `candChunk` tokens each per step; row (a, t) of a
+  //    step starting at t0 predicts c_a[t0 + t + 1], at position len(prompt) + t0 + t.
+  batch.write(batch.keyMask, Uint32Array.from(candidates.flatMap((c) => padded.mask[c.b])));
+  const candidatePlans = new Map<number, Dispatch[]>();
+  for (let t0 = 0; t0 < L; t0 += candChunk) {
+    const T = Math.min(candChunk, L - t0);
+    const R = A * T;
+    if (!candidatePlans.has(T)) candidatePlans.set(T, [...batch.body(T, batch.ids), batch.finalNorm(T), ...head.dispatches(ops, batch.h, R)]);
+    const ids = new Uint32Array(R);
+    const targets = new Int32Array(R).fill(-1);
+    const rowPositions = new Uint32Array(R);
+    candidates.forEach((c, a) => {
+      for (let t = 0; t < T; t++) {
+        const at = t0 + t;
+        ids[a * T + t] = c.tokens[at] ?? 0;
+        if (at + 1 < c.tokens.length) targets[a * T + t] = c.tokens[at + 1];
+        rowPositions[a * T + t] = prompts[c.b].length + at;
+      }
+    });
+    batch.write(batch.ids, ids);
+    batch.write(batch.positions, rowPositions);
+    batch.write(head.targets, targets);
+    batch.setCursor(P + t0, 0);
+    const stepEncoder = device.createCommandEncoder();
+    encodeDispatches(stepEncoder, candidatePlans.get(T)!);
+    stepEncoder.copyBufferToBuffer(head.logprob, 0, out.rest, (group.restBase + A * t0) * 4, R * 4);
+    if (out.candidateHidden) {
+      candidates.forEach((c, a) => {
+        const t = c.tokens.length - 1 - t0;
+        if (t >= 0 && t < T) stepEncoder.copyBufferToBuffer(batch.h, (a * T + t) * C * 4, out.candidateHidden!, (group.firstCandidate + a) * C * 4, C * 4);
+      });
+    }
+    device.queue.submit([stepEncoder.finish()]);
+  }
+  return { restBase: group.restBase, A, L, chunk: candChunk };
 }
 
 function submit(model: GpuModel, dispatches: Dispatch[]): void {
@@ -26,103 +281,83 @@ function submit(model: GpuModel, dispatches: Dispatch[]): void {
   model.gpu.device.queue.submit([encoder.finish()]);
 }
 
-/** A cache as a one-row matrix (all of a sequence's heads and slots), for gather_rows to copy. */
-function asRow(cache: GPUBuffer, floats: number): GpuMatrix {
-  return { rows: 1, cols: floats, chunks: [{ buffer: cache, rowStart: 0, rows: 1 }] };
-}
-
-export async function scoreContinuations(
-  model: GpuModel,
-  prompt: number[],
-  continuations: number[][],
-  options: { adapter?: GpuLoraAdapter | null } = {},
-): Promise<ContinuationScores> {
-  const { vocabSize: V, numKvHeads: Hk, headDim: D } = model.config;
-  const inVocabulary = (id: number) => Number.isInteger(id) && id >= 0 && id < V;
-  if (prompt.length === 0 || !prompt.every(inVocabulary)) throw new RangeError(`the prompt must be non-empty token ids in [0, ${V})`);
-  if (continuations.length === 0) throw new RangeError('there is nothing to score: no continuations');
-  continuations.forEach((c, a) => {
-    if (c.length === 0 || !c.every(inVocabulary)) throw new RangeError(`continuation ${a} must be non-empty token ids in [0, ${V})`);
-  });
-  const A = continuations.length;
-  const P = prompt.length;
-  const L = Math.max(...continuations.map((c) => c.length));
-  const S = P + L;
-  if (S > model.ropePositions) throw new RangeError(`prompt (${P}) plus the longest continuation (${L}) exceed the model's ${model.ropePositions} positions`);
-  const adapter = options.adapter ?? null;
+/**
+ * Log-probabilities of each request's continuations after its prompt, all requests in one batched
+ * forward (split into groups only where one batch would not fit) and one read-back.
+ */
+export async function scoreContinuations(model: GpuModel, requests: ContinuationRequest[], options: ContinuationOptions = {}): Promise<ContinuationScores[]> {
+  validate(model, requests);
   const device = model.gpu.device;
-
-  // 1. The prompt, alone, in chunks; then its last hidden state copied to A rows and scored against
-  //    each continuation's first token.
-  const promptRows = Math.max(1, Math.min(P, maxRowsPerStep(model)));
-  const prefix = new ForwardState(model, { B: 1, S, maskLen: P, maxRows: promptRows, adapter });
-  const batch = new ForwardState(model, { B: A, S, maskLen: P, maxRows: A * L, adapter });
-  const head = new LogprobHead(model, Math.max(A * L, A));
+  const C = model.config.hiddenSize;
+  const adapter = options.adapter ?? null;
+  const { groups, restFloats } = planGroups(model, requests);
+  const N = requests.reduce((n, r) => n + r.continuations.length, 0);
+  const outputs: GPUBuffer[] = [];
+  const output = (bytes: number, label: string) => {
+    const buffer = storageBuffer(device, bytes, label);
+    outputs.push(buffer);
+    return buffer;
+  };
+  const out = {
+    first: output(N * 4, 'first-token log-probs'),
+    rest: output(restFloats * 4, 'continuation log-probs'),
+    promptHidden: options.hidden ? output(requests.length * C * 4, 'prompt hidden states') : null,
+    candidateHidden: options.hidden ? output(N * C * 4, 'continuation hidden states') : null,
+  };
+  const owned: { dispose(): void }[] = [];
+  const disposeOwned = () => {
+    for (const o of owned.splice(0)) o.dispose();
+  };
   try {
-    prefix.write(prefix.keyMask, new Uint32Array(P).fill(1));
-    const plans = new Map<number, Dispatch[]>();
-    for (let t0 = 0; t0 < P; t0 += promptRows) {
-      const T = Math.min(promptRows, P - t0);
-      if (!plans.has(T)) plans.set(T, prefix.body(T, prefix.ids));
-      prefix.write(prefix.ids, Uint32Array.from(prompt.slice(t0, t0 + T)));
-      prefix.write(prefix.positions, Uint32Array.from({ length: T }, (_, t) => t0 + t));
-      prefix.setCursor(t0, 0);
-      submit(model, plans.get(T)!);
+    const layouts: GroupLayout[] = [];
+    for (const [g, group] of groups.entries()) {
+      layouts.push(await runGroup(model, requests, group, out, adapter, owned));
+      // Bounded memory: a group's buffers go before the next group allocates its own.
+      if (g + 1 < groups.length) {
+        await device.queue.onSubmittedWorkDone();
+        disposeOwned();
+      }
     }
-    const lastT = P - Math.floor((P - 1) / promptRows) * promptRows; // rows in the last prompt chunk
-    const C = model.config.hiddenSize;
-    const cacheFloats = Hk * S * D;
-    // Row lists for gather_rows: the prompt's cache row 0 for every candidate, and its last token's row.
-    batch.write(batch.lastRows, new Uint32Array(A));
-    const lastRow = storageFrom(device, new Uint32Array(A).fill(lastT - 1), 'last prompt row');
-    const residual: GpuMatrix = { rows: lastT, cols: C, chunks: [{ buffer: prefix.x, rowStart: 0, rows: lastT }] };
-    const ops = batch.ops;
-    const firstTokens = Int32Array.from(continuations, (c) => c[0]);
-    prefix.write(head.targets, firstTokens);
-    const firstLogprobs = storageBuffer(device, A * 4, 'first-token log-probs');
-    const encoder = device.createCommandEncoder();
-    encodeDispatches(encoder, [
-      ...model.layers.flatMap((_, l) => [
-        ...ops.gatherRows(asRow(prefix.kCache[l], cacheFloats), batch.lastRows, batch.kCache[l], A),
-        ...ops.gatherRows(asRow(prefix.vCache[l], cacheFloats), batch.lastRows, batch.vCache[l], A),
-      ]),
-      ...ops.gatherRows(residual, lastRow, batch.x, A),
-      ops.rmsnorm(batch.x, model.finalNorm, batch.h, A, C, model.config.rmsNormEps),
-      ...head.dispatches(ops, batch.h, A),
-    ]);
-    // Kept aside, so that both phases come back in one read-back.
-    encoder.copyBufferToBuffer(head.logprob, 0, firstLogprobs, 0, A * 4);
-    device.queue.submit([encoder.finish()]);
-
-    // 2. All continuations as one batch from slot P on, right-padded; row (a, t) predicts c_a[t + 1].
-    const ids = new Uint32Array(A * L);
-    const targets = new Int32Array(A * L).fill(-1);
-    continuations.forEach((c, a) => {
-      c.forEach((id, t) => {
-        ids[a * L + t] = id;
-        if (t + 1 < c.length) targets[a * L + t] = c[t + 1];
-      });
-    });
-    batch.write(batch.keyMask, new Uint32Array(A * P).fill(1));
-    batch.write(batch.ids, ids);
-    batch.write(batch.positions, Uint32Array.from({ length: A * L }, (_, r) => P + (r % L)));
-    batch.write(head.targets, targets);
-    batch.setCursor(P, 0);
-    submit(model, [...batch.body(L, batch.ids), batch.finalNorm(L), ...head.dispatches(ops, batch.h, A * L)]);
     const bytes = await readBuffers(device, [
-      { buffer: firstLogprobs, bytes: A * 4 },
-      { buffer: head.logprob, bytes: A * L * 4 },
+      { buffer: out.first, bytes: N * 4 },
+      { buffer: out.rest, bytes: restFloats * 4 },
+      ...(out.promptHidden ? [{ buffer: out.promptHidden, bytes: requests.length * C * 4 }] : []),
+      ...(out.candidateHidden ? [{ buffer: out.candidateHidden, bytes: N * C * 4 }] : []),
     ]);
-    firstLogprobs.destroy();
-    lastRow.destroy();
-    const first = new Float32Array(bytes, 0, A);
-    const rest = new Float32Array(bytes, A * 4, A * L);
+    const first = new Float32Array(bytes, 0, N);
+    const rest = new Float32Array(bytes, N * 4, restFloats);
+    const promptHiddenAt = (N + restFloats) * 4;
+    const candidateHiddenAt = promptHiddenAt + requests.length * C * 4;
+    const hiddenRow = (at: number, row: number) => new Float32Array(bytes.slice(at + row * C * 4, at + (row + 1) * C * 4));
 
-    const tokenLogprobs = continuations.map((c, a) => c.map((_, t) => (t === 0 ? first[a] : rest[a * L + t - 1])));
-    return { tokenLogprobs, sums: tokenLogprobs.map((lps) => lps.reduce((s, lp) => s + lp, 0)) };
+    // Where each candidate's rows sit: its group, and its index within the group.
+    const place: { layout: GroupLayout; a: number; global: number }[][] = requests.map((r) => new Array(r.continuations.length));
+    groups.forEach((group, g) => {
+      let a = 0;
+      for (const part of group.parts) {
+        for (let k = 0; k < part.count; k++, a++) place[part.request][part.first + k] = { layout: layouts[g], a, global: group.firstCandidate + a };
+      }
+    });
+    const restIndex = ({ layout, a }: { layout: GroupLayout; a: number }, t: number) => {
+      const t0 = Math.floor(t / layout.chunk) * layout.chunk;
+      const T = Math.min(layout.chunk, layout.L - t0);
+      return layout.restBase + layout.A * t0 + a * T + (t - t0);
+    };
+    return requests.map((request, i) => {
+      const tokenLogprobs = request.continuations.map((c, a) => c.map((_, t) => (t === 0 ? first[place[i][a].global] : rest[restIndex(place[i][a], t - 1)])));
+      return {
+        tokenLogprobs,
+        sums: tokenLogprobs.map((lps) => lps.reduce((s, lp) => s + lp, 0)),
+        ...(options.hidden
+          ? {
+              promptHidden: hiddenRow(promptHiddenAt, i),
+              continuationHidden: request.continuations.map((_, a) => hiddenRow(candidateHiddenAt, place[i][a].global)),
+            }
+          : {}),
+      };
+    });
   } finally {
-    prefix.dispose();
-    batch.dispose();
-    head.dispose();
+    disposeOwned();
+    for (const buffer of outputs) buffer.destroy();
   }
 }

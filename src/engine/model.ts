@@ -6,7 +6,7 @@ import { loadModelFiles } from './model/load.ts';
 import type { LoadedModelFiles, ModelConfig, ModelSource, Tokenizer } from './model/types.ts';
 import type { WeightsProgress } from './model/weights.ts';
 import { score, type ScoreOptions, type ScoreResult } from './score.ts';
-import { scoreContinuations, type ContinuationScores } from './continuations.ts';
+import { scoreContinuations, type ContinuationOptions, type ContinuationRequest, type ContinuationScores } from './continuations.ts';
 import { initLoraAdapter, type HostLoraAdapter, type LoraSettings } from './lora/adapter.ts';
 import { GpuLoraAdapter } from './lora/gpu-adapter.ts';
 import { readPeftAdapter } from './lora/peft.ts';
@@ -40,9 +40,13 @@ export class Model {
     return score(this.gpuModel, sequences, options);
   }
 
-  /** Log-probabilities of each continuation's tokens after one shared prompt (the prompt runs once). */
-  scoreContinuations(prompt: number[], continuations: number[][], options?: { adapter?: GpuLoraAdapter | null }): Promise<ContinuationScores> {
-    return scoreContinuations(this.gpuModel, prompt, continuations, options);
+  /**
+   * Log-probabilities of each request's continuations after its prompt (and, with options.hidden,
+   * the final hidden states at the prompt's and each continuation's last token). All prompts run
+   * once, as one batch; then all candidates of all requests as one batch; one read-back.
+   */
+  scoreContinuations(requests: ContinuationRequest[], options?: ContinuationOptions): Promise<ContinuationScores[]> {
+    return scoreContinuations(this.gpuModel, requests, options);
   }
 
   /** Puts a LoRA adapter on the GPU; pass it as `adapter` to generate or score with it. */

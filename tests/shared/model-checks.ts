@@ -287,28 +287,70 @@ function subfolder(source: ModelSource, folder: string): ModelSource {
   };
 }
 
+/** A candidate list of the given lengths (tokens from 3 up, none of them BOS). */
+function randomCandidates(random: () => number, lengths: number[], vocab: number): number[][] {
+  return lengths.map((n) => Array.from({ length: n }, () => 3 + Math.floor(random() * (vocab - 3))));
+}
+
 const continuationsCheck: ModelCheck = {
-  name: 'continuations: candidates scored after one shared prompt match scoring each full sequence (chunked prompt, adapter)',
+  name: 'continuations: a batch of prompts, each with its own candidates, matches scoring each full sequence (log-probs and hidden states; adapter; split into groups)',
   async run(gpu) {
+    // With the 4 KiB binding cap one layer's cache holds 8 sequences of 11 + 5 slots and a forward
+    // step at most 12 rows: the 12 candidates run as two groups (request 2 split between them), the
+    // prompts in several chunks and the candidates a token or two per step.
     for (const shape of [TINY_SHAPES[0], TINY_SHAPES[3]]) {
       await withModel(await tinyModel(gpu, shape.options, shape.maxBindingBytes), async (model) => {
         const random = seededRandom(60 + shape.options.seed!);
-        const [prompt] = randomSequences(random, [11], model.config.vocabSize);
-        const candidates = randomSequences(random, [3, 1, 5, 2], model.config.vocabSize).map((c) => c.slice(1).concat(c[0] + 5));
+        const V = model.config.vocabSize;
+        const prompts = randomSequences(random, [11, 4, 7, 1], V);
+        const requests = [[3, 1, 5, 2, 4], [2, 3], [1, 4, 3, 2], [3]].map((lengths, i) => ({ prompt: prompts[i], continuations: randomCandidates(random, lengths, V) }));
         const host = randomAdapter(model, { r: 2, alpha: 4, targets: ['q_proj', 'v_proj', 'down_proj'], rslora: false, dropout: 0, layers: null }, 61);
         const adapter = model.uploadAdapter(host);
         for (const [label, options] of [['base model', {}], ['with adapter', { adapter }]] as const) {
-          const got = await model.scoreContinuations(prompt, candidates, options);
-          const full = await model.score(candidates.map((c) => [...prompt, ...c]), options);
-          candidates.forEach((c, a) => {
-            const expected = full.tokenLogprobs[a].slice(prompt.length) as number[];
-            assertClose(got.tokenLogprobs[a], expected, `${shape.name}, ${label}: candidate ${a}`, 1e-5, 1e-5);
-            assertClose([got.sums[a]], [expected.reduce((x, y) => x + y, 0)], `${shape.name}, ${label}: sum of candidate ${a}`, 1e-5, 1e-5);
-          });
+          const got = await model.scoreContinuations(requests, { ...options, hidden: true });
+          assertEqual(got.length, requests.length, 'one result per request');
+          for (const [i, { prompt, continuations }] of requests.entries()) {
+            const full = await model.score(continuations.map((c) => [...prompt, ...c]), { ...options, hiddenAt: continuations.map((c) => [prompt.length - 1, prompt.length + c.length - 1]) });
+            const what = `${shape.name}, ${label}, request ${i}`;
+            assertEqual(got[i].tokenLogprobs.length, continuations.length, `${what}: one entry per candidate`);
+            continuations.forEach((c, a) => {
+              const expected = full.tokenLogprobs[a].slice(prompt.length) as number[];
+              assertClose(got[i].tokenLogprobs[a], expected, `${what}: candidate ${a}`, 1e-5, 1e-5);
+              assertClose([got[i].sums[a]], [expected.reduce((x, y) => x + y, 0)], `${what}: sum of candidate ${a}`, 1e-5, 1e-5);
+              assertClose(got[i].promptHidden!, full.hidden![a][0], `${what}: hidden state at the prompt's last token`, 1e-5, 1e-5);
+              assertClose(got[i].continuationHidden![a], full.hidden![a][1], `${what}: hidden state at candidate ${a}'s last token`, 1e-5, 1e-5);
+            });
+          }
+          // Each request alone (the single-prompt case) agrees with the batch, and hidden states are only returned when asked for.
+          const alone = await model.scoreContinuations([requests[2]], options);
+          assertClose(alone[0].tokenLogprobs.flat(), got[2].tokenLogprobs.flat(), `${shape.name}, ${label}: request 2 alone vs in the batch`, 1e-5, 1e-5);
+          assert(alone[0].promptHidden === undefined && alone[0].continuationHidden === undefined, 'no hidden states unless asked for');
         }
+        const base = await model.scoreContinuations(requests);
+        const adapted = await model.scoreContinuations(requests, { adapter });
+        assert(maxAbsDiff(base[0].sums, adapted[0].sums) > 1e-3, 'the adapter changes the scores');
         adapter.dispose();
       });
     }
+  },
+};
+
+const continuationsValidationCheck: ModelCheck = {
+  name: 'continuations: malformed requests are rejected with the request index and the fix',
+  async run(gpu) {
+    await withModel(await tinyModel(gpu, TINY_SHAPES[0].options), async (model) => {
+      const rejects = async (requests: Parameters<Model['scoreContinuations']>[0], pattern: RegExp) => {
+        const error = await model.scoreContinuations(requests).then(() => null, (e: unknown) => e);
+        assert(error instanceof RangeError && pattern.test(error.message), `expected a RangeError matching ${pattern}, got ${String(error)}`);
+      };
+      const ok = { prompt: [1, 5, 6], continuations: [[7], [8, 9]] };
+      await rejects([], /no requests/);
+      await rejects([ok, { prompt: [], continuations: [[7]] }], /^request 1: the prompt must be non-empty/);
+      await rejects([ok, ok, { prompt: [1], continuations: [] }], /^request 2: .*no continuations/);
+      await rejects([{ prompt: [1], continuations: [[7], []] }], /^request 0: continuation 1 must be non-empty/);
+      await rejects([ok, { prompt: [1], continuations: [[model.config.vocabSize]] }], /^request 1: continuation 0 must be non-empty token ids/);
+      await rejects([ok, { prompt: new Array<number>(120).fill(1), continuations: [new Array<number>(9).fill(3)] }], /^request 1: prompt \(120\) plus the longest continuation \(9\) exceed/);
+    });
   },
 };
 
@@ -324,4 +366,5 @@ export const modelChecks: ModelCheck[] = [
   loraRoundTripCheck,
   storiesLoraCheck,
   continuationsCheck,
+  continuationsValidationCheck,
 ];

@@ -28,7 +28,7 @@ async function probabilityOf(model: Awaited<ReturnType<typeof loadModel>>, adapt
   const transcript = new Transcript(model.tokenizer, 'plain', yesOrNo.description);
   transcript.addObservation('is it raining?');
   const tokens = ACTIONS.map((a) => transcript.encodeAction(a));
-  const scores = await model.scoreContinuations(transcript.ids, tokens, { adapter });
+  const [scores] = await model.scoreContinuations([{ prompt: transcript.ids, continuations: tokens }], { adapter });
   return Math.exp(actionLogProbs([scores.sums], [tokens.map((t) => t.length)], { lengthNormalize: true })[0][0]);
 }
 
