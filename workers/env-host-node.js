@@ -1,0 +1,28 @@
+// @ts-check
+// Node's environment worker (a worker_threads Worker started by src/env/load-node.ts): the shared
+// host from env-host-core.js, spoken to through comlink's Node adapter. Plain JavaScript, so it runs
+// without a TypeScript loader whether rlplay runs under tsx (the CLI) or Vite (Vitest). Environment
+// files load by dynamic import of their file URL; TypeScript ones through tsx's tsImport, which
+// compiles them without changing how anything else in this worker loads.
+import { parentPort } from 'node:worker_threads';
+import { expose } from 'comlink';
+import nodeEndpoint from 'comlink/dist/esm/node-adapter.mjs';
+import { createEnvHost } from './env-host-core.js';
+
+const TYPESCRIPT = /\.[cm]?tsx?$/i;
+
+/** @type {import('./env-host-core.js').ImportModule} */
+async function importModule(request) {
+  if ('text' in request) {
+    const url = `data:text/javascript;base64,${Buffer.from(request.text, 'utf8').toString('base64')}`;
+    return { namespace: await import(url), url };
+  }
+  if (TYPESCRIPT.test(new URL(request.url).pathname)) {
+    const { tsImport } = await import('tsx/esm/api');
+    return { namespace: await tsImport(request.url, import.meta.url), url: request.url };
+  }
+  return { namespace: await import(request.url), url: request.url };
+}
+
+if (!parentPort) throw new Error('env-host-node.js runs as a worker_threads Worker');
+expose(createEnvHost(importModule), nodeEndpoint(/** @type {any} */ (parentPort)));
