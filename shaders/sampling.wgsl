@@ -10,6 +10,9 @@
 // smallest set of most probable tokens whose mass, renormalised over the top-k, reaches topP; draw
 // u in [0, 1) from a counter-based hash of (seed, b, step) and return the kept token at which the
 // cumulative kept mass, in vocabulary order, passes u times the kept mass.
+// rowSeeds = 1: one seed per sequence. outIds then holds 2B words, the sampled ids [0, B) followed by
+// the sequences' seeds [B, 2B) (read only), and sequence b draws from (outIds[B + b], 0, step): its
+// draws depend on its own seed and the step, not on its row or on the other sequences of the batch.
 // Both cut-offs are found exactly: logits map to order-preserving u32 keys, and the cut-off key is
 // built bit by bit from the top (32 counting passes), so ties at the cut-off are all kept.
 
@@ -21,7 +24,7 @@ struct Params {
   topP: f32,
   invTemperature: f32,
   seed: u32,
-  _pad: u32,
+  rowSeeds: u32,
 }
 
 struct Cursor {
@@ -197,7 +200,13 @@ fn sample(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index)
   }
   workgroupBarrier();
   let total = sums[0];
-  let draw = uniform01(p.seed, b, cursor.step) * total;
+  var seed = p.seed;
+  var row = b;
+  if (p.rowSeeds == 1u) {
+    seed = outIds[p.B + b];
+    row = 0u;
+  }
+  let draw = uniform01(seed, row, cursor.step) * total;
   let before = values[lid];
   workgroupBarrier();
   if (chunkMass > 0.0 && draw >= before && draw < before + chunkMass) {

@@ -5,6 +5,14 @@
 // token on the GPU. Every decode step then feeds those ids straight back into the embedding
 // lookup: the CPU only reads the B sampled ids (and their log-probs) once per step, to stop on
 // end-of-sequence tokens and to stream text.
+//
+// Random draws: the sampler's counter is the index of the new token (0 for the first), the same for
+// every row, since all rows start together and a finished row keeps being computed (its tokens are
+// dropped) rather than compacted out of the batch. With one seed per prompt (sampling.seed an
+// array) the sampler reads the seeds from the tail of the sampled-ids buffer (sampling.wgsl), so
+// prompt i's draw at token t depends on (seed_i, t) only: its tokens are the same alone as in any
+// batch. With one seed for the call, draws also depend on the row, as they always have.
+import { uniformBuffer } from './gpu/buffers.ts';
 import { encodeDispatches, type Dispatch } from './gpu/kernels.ts';
 import type { GpuModel } from './gpu-model.ts';
 import type { GpuLoraAdapter } from './lora/gpu-adapter.ts';
@@ -40,19 +48,37 @@ export interface GenerateResult {
   stats: GenerateStats;
 }
 
+interface Readback {
+  /** Sampled ids [B] (then, with one seed per prompt, the seeds), and their log-probs [B]. */
+  ids: GPUBuffer;
+  logprobs: GPUBuffer;
+  staging: GPUBuffer;
+  B: number;
+}
+
 /**
  * Encodes and submits `dispatches`; with `readback`, the same submit also copies the sampled ids and
  * their log-probs into the step's staging buffer, so a decode step is one submit and one map.
  */
-function submit(model: GpuModel, dispatches: Dispatch[], readback?: { state: ForwardState; staging: GPUBuffer }): void {
+function submit(model: GpuModel, dispatches: Dispatch[], readback?: Readback): void {
   const encoder = model.gpu.device.createCommandEncoder();
   encodeDispatches(encoder, dispatches);
   if (readback) {
-    const bytes = readback.state.shape.B * 4;
-    encoder.copyBufferToBuffer(readback.state.sampledIds, 0, readback.staging, 0, bytes);
-    encoder.copyBufferToBuffer(readback.state.sampledLogprobs, 0, readback.staging, bytes, bytes);
+    const bytes = readback.B * 4;
+    encoder.copyBufferToBuffer(readback.ids, 0, readback.staging, 0, bytes);
+    encoder.copyBufferToBuffer(readback.logprobs, 0, readback.staging, bytes, bytes);
   }
   model.gpu.device.queue.submit([encoder.finish()]);
+}
+
+/**
+ * The sampling head with its sampler replaced by `sampler`: the forward state's head ends in a
+ * one-seed sampler writing into its own ids buffer; generate's writes into a buffer that can also
+ * carry one seed per prompt.
+ */
+function withSampler(head: Dispatch[], sampler: Dispatch): Dispatch[] {
+  if (head.at(-1)?.kernel !== 'sample') throw new Error('internal: the sampling head does not end with the sampler');
+  return [...head.slice(0, -1), sampler];
 }
 
 export async function generate(model: GpuModel, prompts: number[][], options: GenerateOptions): Promise<GenerateResult> {
@@ -70,14 +96,31 @@ export async function generate(model: GpuModel, prompts: number[][], options: Ge
   }
   const stop = new Set(options.stopTokenIds ?? []);
   const B = prompts.length;
+  const seeds = Array.isArray(sampling.seed) ? sampling.seed : null;
+  if (seeds && seeds.length !== B) throw new RangeError(`sampling.seed holds ${seeds.length} seeds for ${B} prompts: give one seed per prompt, or a single number`);
   const padded = padLeft(prompts, 0);
   const P = padded.length;
   const maxRows = Math.max(B, Math.min(B * P, maxRowsPerStep(model)));
   const chunk = Math.max(1, Math.floor(maxRows / B));
   const state = new ForwardState(model, { B, S: P + maxNewTokens, maskLen: P, maxRows, adapter: options.adapter ?? null });
+  const device = model.gpu.device;
   // One staging buffer for the whole generation: the decode loop allocates nothing.
-  const staging = model.gpu.device.createBuffer({ size: B * 8, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: 'sampled ids read-back' });
+  const staging = device.createBuffer({ size: B * 8, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: 'sampled ids read-back' });
+  // The sampled ids [B], fed back into the embedding lookup at every decode step, then the per-prompt seeds [B].
+  const ids = device.createBuffer({
+    size: B * (seeds ? 8 : 4),
+    usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
+    label: 'sampled ids and seeds',
+  });
+  if (seeds) device.queue.writeBuffer(ids, B * 4, Uint32Array.from(seeds));
+  // sampling.wgsl's Params, as OpBuilder.sample writes them, with rowSeeds set for one seed per prompt.
+  const samplerParams = uniformBuffer(device, [
+    B, V, sampling.greedy ? 1 : 0, sampling.topK, { f32: sampling.topP }, { f32: 1 / sampling.temperature }, seeds ? 0 : (sampling.seed as number) >>> 0, seeds ? 1 : 0,
+  ], 'sample');
+  const readback: Readback = { ids, logprobs: state.sampledLogprobs, staging, B };
   try {
+    const sampler = state.ops.kernels.dispatch('sample', [samplerParams, state.cursor, state.logits, ids, state.sampledLogprobs], [B, 1, 1]);
+    const head = (T: number) => withSampler(state.samplingHead(T, { ...sampling, seed: 0 }), sampler);
     const positions = positionsFromMask(padded.mask);
     state.write(state.keyMask, Uint32Array.from(padded.mask.flat()));
 
@@ -88,13 +131,13 @@ export async function generate(model: GpuModel, prompts: number[][], options: Ge
       const T = Math.min(chunk, P - t0);
       const last = t0 + T === P;
       const key = `${T}:${last}`;
-      if (!plans.has(key)) plans.set(key, [...state.body(T, state.ids), ...(last ? state.samplingHead(T, sampling) : [])]);
+      if (!plans.has(key)) plans.set(key, [...state.body(T, state.ids), ...(last ? head(T) : [])]);
       const rows = (table: number[][]) => Uint32Array.from(table.flatMap((row) => row.slice(t0, t0 + T)));
       state.write(state.ids, rows(padded.ids));
       state.write(state.positions, rows(positions));
       if (last) state.write(state.lastRows, Uint32Array.from({ length: B }, (_, b) => b * T + T - 1));
       state.setCursor(t0, 0);
-      submit(model, plans.get(key)!, last ? { state, staging } : undefined);
+      submit(model, plans.get(key)!, last ? readback : undefined);
     }
 
     const tokens: number[][] = prompts.map(() => []);
@@ -104,27 +147,28 @@ export async function generate(model: GpuModel, prompts: number[][], options: Ge
       await staging.mapAsync(GPUMapMode.READ);
       const bytes = staging.getMappedRange().slice(0);
       staging.unmap();
-      const ids = new Uint32Array(bytes, 0, B);
+      const sampled = new Uint32Array(bytes, 0, B);
       const lps = new Float32Array(bytes, B * 4, B);
       for (let b = 0; b < B; b++) {
         if (finished[b]) continue;
-        tokens[b].push(ids[b]);
+        tokens[b].push(sampled[b]);
         logprobs[b].push(lps[b]);
-        if (stop.has(ids[b])) finished[b] = true;
+        if (stop.has(sampled[b])) finished[b] = true;
       }
       options.onStep?.(tokens);
     };
     await readStep();
     const prefillMs = performance.now() - started;
 
-    const decodePlan = [...state.body(1, state.sampledIds), ...state.samplingHead(1, sampling)];
+    const decodePlan = [...state.body(1, ids), ...head(1)];
     const decodeStarted = performance.now();
     let step = 1;
     for (; step < maxNewTokens && finished.includes(false); step++) {
       // The token sampled at step-1 sits at slot P + step - 1; its position continues its own prompt.
+      // Finished rows are computed on (their tokens dropped), so `step` is every row's token index.
       state.write(state.positions, Uint32Array.from(prompts, (prompt) => prompt.length + step - 1));
       state.setCursor(P + step - 1, step);
-      submit(model, decodePlan, { state, staging });
+      submit(model, decodePlan, readback);
       await readStep();
     }
     return {
@@ -141,5 +185,7 @@ export async function generate(model: GpuModel, prompts: number[][], options: Ge
   } finally {
     state.dispose();
     staging.destroy();
+    ids.destroy();
+    samplerParams.destroy();
   }
 }

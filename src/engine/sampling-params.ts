@@ -9,8 +9,13 @@ export interface SamplingOptions {
   topK?: number;
   /** Keep the smallest set of most likely tokens whose probability reaches p; 1 or undefined keeps all. */
   topP?: number;
-  /** Seed of the counter-based random stream; the same seed gives the same tokens. Default 0. */
-  seed?: number;
+  /**
+   * Seed of the counter-based random stream; the same seed gives the same tokens. Default 0.
+   * One number: one stream for the whole batch, whose draws also depend on each sequence's row
+   * (samplingUniform(seed, b, step)). One number per sequence: each sequence draws from its own
+   * stream (sequenceUniform(seeds[b], step)), so its tokens are the same alone as in any batch.
+   */
+  seed?: number | readonly number[];
 }
 
 export interface ResolvedSampling {
@@ -18,20 +23,28 @@ export interface ResolvedSampling {
   temperature: number;
   topK: number;
   topP: number;
-  seed: number;
+  /** One seed for the batch, or one per sequence. */
+  seed: number | number[];
 }
 
 export function resolveSampling(options: SamplingOptions = {}): ResolvedSampling {
   const temperature = options.temperature ?? 1;
   const topK = options.topK ?? 0;
   const topP = options.topP ?? 1;
-  const seed = options.seed ?? 0;
+  const seed = typeof options.seed === 'object' ? [...options.seed] : (options.seed ?? 0);
   if (!(temperature > 0) || !Number.isFinite(temperature)) {
     throw new RangeError(`temperature must be a positive number, got ${options.temperature}; use greedy decoding for temperature 0`);
   }
   if (!Number.isInteger(topK) || topK < 0) throw new RangeError(`top-k must be a whole number >= 0 (0 keeps all tokens), got ${topK}`);
   if (!(topP > 0 && topP <= 1)) throw new RangeError(`top-p must be in (0, 1], got ${topP}`);
-  if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) throw new RangeError(`seed must be a whole number in [0, 2^32), got ${seed}`);
+  const badSeed = (value: number) => !Number.isInteger(value) || value < 0 || value > 0xffffffff;
+  if (Array.isArray(seed)) {
+    if (seed.length === 0) throw new RangeError('seed: give one seed per sequence, or a single number; got an empty list');
+    const at = seed.findIndex(badSeed);
+    if (at >= 0) throw new RangeError(`seed ${at} must be a whole number in [0, 2^32), got ${seed[at]}`);
+  } else if (badSeed(seed)) {
+    throw new RangeError(`seed must be a whole number in [0, 2^32), got ${seed}`);
+  }
   return { greedy: options.greedy ?? false, temperature, topK, topP, seed };
 }
 
@@ -42,10 +55,19 @@ export function pcgHash(v: number): number {
   return ((word >>> 22) ^ word) >>> 0;
 }
 
-/** The uniform draw in [0, 1) that the GPU sampler uses for sequence b at decode step `step`. */
+/** The uniform draw in [0, 1) that the GPU sampler uses for sequence b at decode step `step`, with one seed for the batch. */
 export function samplingUniform(seed: number, b: number, step: number): number {
   const h = pcgHash((seed ^ pcgHash((b ^ pcgHash(step)) >>> 0)) >>> 0);
   return (h >>> 8) / 16777216;
+}
+
+/**
+ * The draw of a sequence with its own seed at decode step `step` (one seed per sequence): it depends
+ * on that seed and the step only, not on the row, and equals row 0's draw of a one-seed call, so a
+ * single prompt samples the same tokens with `seed: s` as with `seed: [s]`.
+ */
+export function sequenceUniform(seed: number, step: number): number {
+  return samplingUniform(seed, 0, step);
 }
 
 /** Whether dropout.wgsl keeps element i of stream `stream` at training step `step` (drop probability p). */

@@ -1,12 +1,12 @@
 // Every WGSL kernel against its float64 reference on random small shapes. These checks run twice:
 // in Node on Dawn (tests/unit/kernels.test.ts) and in headless Chromium (tests/browser/gpu.spec.ts).
-import { grid, readFloat32, storageBuffer, storageFrom } from '../../src/engine/gpu/buffers.ts';
+import { grid, readFloat32, storageBuffer, storageFrom, uniformBuffer } from '../../src/engine/gpu/buffers.ts';
 import type { GpuContext } from '../../src/engine/gpu/device.ts';
 import { Kernels } from '../../src/engine/gpu/kernels.ts';
 import { uploadMatrix } from '../../src/engine/gpu/matrix.ts';
 import { OpBuilder } from '../../src/engine/ops.ts';
 import * as ref from '../../src/engine/reference/ops.ts';
-import { dropoutKeeps, resolveSampling, samplingUniform } from '../../src/engine/sampling-params.ts';
+import { dropoutKeeps, resolveSampling, samplingUniform, sequenceUniform } from '../../src/engine/sampling-params.ts';
 import { assert, assertClose, assertEqual, randomArray, seededRandom } from './assert.ts';
 import { cursorBuffer, paddingMask, queryColumns, randomRopeTable, run } from './gpu-cases.ts';
 
@@ -246,7 +246,8 @@ const samplingCheck: GpuCheck = {
         // ties: a repeated maximum, and a plateau that straddles the top-k cut-off
         logits[3] = logits[10] = 9;
         for (let v = 0; v < 8; v++) logits[V + 100 + v] = 5;
-        const sampling = resolveSampling({ ...setting, seed: 1234 + i });
+        const seed = 1234 + i;
+        const sampling = { ...resolveSampling(setting), seed };
         const idsGpu = storageBuffer(gpu.device, B * 4, 'ids');
         const lpGpu = storageBuffer(gpu.device, B * 4, 'lp');
         const step = 3 + i;
@@ -254,8 +255,37 @@ const samplingCheck: GpuCheck = {
         run(gpu, [ops.sample(logitsGpu, idsGpu, lpGpu, cursorBuffer(gpu.device, 0, step), { B, V, ...sampling })]);
         const ids = new Uint32Array((await readFloat32(gpu.device, idsGpu, B)).buffer);
         const rows = Array.from({ length: B }, (_, b) => logits.subarray(b * V, (b + 1) * V));
-        const expected = rows.map((row, b) => ref.sampleToken(row, sampling, samplingUniform(sampling.seed, b, step)));
+        const expected = rows.map((row, b) => ref.sampleToken(row, sampling, samplingUniform(seed, b, step)));
         assertEqual(Array.from(ids), expected, `sampled ids for ${JSON.stringify(setting)}`);
+        assertClose(await readFloat32(gpu.device, lpGpu, B), rows.map((row, b) => ref.logSoftmax(row)[expected[b]]), 'sampled token log-probs', 1e-5, 1e-5);
+      });
+    }
+  },
+};
+
+const samplingRowSeedsCheck: GpuCheck = {
+  name: 'sample: one seed per row (seeds after the ids in outIds) draws each row from its own seed and the step only',
+  async run(gpu) {
+    const random = seededRandom(9);
+    const B = 4, V = 300, step = 6;
+    const seeds = [7, 0xfffffff0, 7, 12345];
+    for (const setting of [{ temperature: 1.4 }, { temperature: 0.8, topK: 30, topP: 0.9 }]) {
+      await withOps(gpu, 8, async (ops) => {
+        const sampling = resolveSampling({ ...setting, seed: seeds });
+        const rows = Array.from({ length: B }, () => randomArray(random, V, 2));
+        rows[2] = rows[0]; // the same logits and seed in another row: the same draw
+        const idsGpu = storageFrom(gpu.device, Uint32Array.from([...new Array<number>(B).fill(0), ...seeds]), 'ids and seeds');
+        const lpGpu = storageBuffer(gpu.device, B * 4, 'lp');
+        // sampling.wgsl's Params with rowSeeds = 1 (OpBuilder.sample writes it as 0); generate builds the same dispatch.
+        const params = uniformBuffer(gpu.device, [B, V, 0, sampling.topK, { f32: sampling.topP }, { f32: 1 / sampling.temperature }, 999, 1], 'sample');
+        const logitsGpu = storageFrom(gpu.device, Float32Array.from(rows.flatMap((row) => [...row])), 'logits');
+        run(gpu, [ops.kernels.dispatch('sample', [params, cursorBuffer(gpu.device, 0, step), logitsGpu, idsGpu, lpGpu], [B, 1, 1])]);
+        const words = new Uint32Array((await readFloat32(gpu.device, idsGpu, 2 * B)).buffer);
+        const expected = rows.map((row, b) => ref.sampleToken(row, sampling, sequenceUniform(seeds[b], step)));
+        assertEqual(Array.from(words.subarray(0, B)), expected, `sampled ids for ${JSON.stringify(setting)}`);
+        assertEqual(Array.from(words.subarray(B)), seeds, 'the seeds are left as they were');
+        assertEqual(expected[2], expected[0], 'the same logits and seed in another row draw the same token');
+        assert(sequenceUniform(seeds[0], step) === samplingUniform(seeds[0], 0, step), 'a per-row seed draws as row 0 of a one-seed call');
         assertClose(await readFloat32(gpu.device, lpGpu, B), rows.map((row, b) => ref.logSoftmax(row)[expected[b]]), 'sampled token log-probs', 1e-5, 1e-5);
       });
     }
@@ -298,4 +328,4 @@ const gridCheck: GpuCheck = {
   },
 };
 
-export const kernelChecks: GpuCheck[] = [matmulCheck, gradientMatmulCheck, rmsnormCheck, ropeCheck, attentionCheck, gatherCheck, siluCheck, dropoutCheck, logprobsCheck, samplingCheck, gridCheck];
+export const kernelChecks: GpuCheck[] = [matmulCheck, gradientMatmulCheck, rmsnormCheck, ropeCheck, attentionCheck, gatherCheck, siluCheck, dropoutCheck, logprobsCheck, samplingCheck, samplingRowSeedsCheck, gridCheck];

@@ -131,6 +131,43 @@ const samplingCheck: ModelCheck = {
   },
 };
 
+const samplingSeedsCheck: ModelCheck = {
+  name: 'sampling: with one seed per prompt, a prompt samples the same tokens alone as in any batch (temperature, top-k/top-p, stop tokens)',
+  async run(gpu) {
+    await withModel(await tinyModel(gpu, TINY_SHAPES[0].options), async (model) => {
+      const prompts = randomSequences(seededRandom(6), [4, 9, 6], model.config.vocabSize);
+      const seeds = [11, 4000000000, 12];
+      for (const setting of [{ temperature: 1.5 }, { temperature: 1.2, topK: 40, topP: 0.9 }]) {
+        const what = JSON.stringify(setting);
+        const generate = (batch: number[][], seed: number | number[], stopTokenIds?: number[]) =>
+          model.generate(batch, { maxNewTokens: 10, sampling: { ...setting, seed }, stopTokenIds });
+        const batch = await generate(prompts, seeds);
+        for (const [b, prompt] of prompts.entries()) {
+          const alone = await generate([prompt], [seeds[b]]);
+          assertEqual(alone.tokens[0], batch.tokens[b], `${what}: prompt ${b} alone vs in the batch`);
+          assertClose(alone.logprobs[0], batch.logprobs[b], `${what}: log-probs of prompt ${b} alone vs in the batch`, 1e-5, 1e-5);
+          // One prompt with a single number draws as with that number as its own seed.
+          assertEqual((await generate([prompt], seeds[b])).tokens[0], alone.tokens[0], `${what}: seed ${seeds[b]} vs [${seeds[b]}]`);
+        }
+        const reversed = await generate([...prompts].reverse(), [...seeds].reverse());
+        assertEqual(reversed.tokens, [...batch.tokens].reverse(), `${what}: the batch in another order`);
+        // Rows that stop at different steps leave the others' draws as they were.
+        const stopAt = batch.tokens[1][2];
+        const stopped = await generate(prompts, seeds, [stopAt]);
+        batch.tokens.forEach((tokens, b) => {
+          const at = tokens.indexOf(stopAt);
+          assertEqual(stopped.tokens[b], at < 0 ? tokens : tokens.slice(0, at + 1), `${what}: prompt ${b} with a stop token`);
+        });
+        const same = await generate([prompts[0], prompts[0], prompts[0]], [1, 2, 1]);
+        assertEqual(same.tokens[2], same.tokens[0], `${what}: the same prompt and seed in two rows`);
+        assert(JSON.stringify(same.tokens[1]) !== JSON.stringify(same.tokens[0]), `${what}: another seed gives other tokens`);
+      }
+      const error = await model.generate(prompts, { maxNewTokens: 2, sampling: { seed: [1, 2] } }).then(() => null, (e: unknown) => e);
+      assert(error instanceof RangeError && /2 seeds for 3 prompts/.test(error.message), `a seed list of the wrong length is rejected, got ${String(error)}`);
+    });
+  },
+};
+
 interface ReferenceLogits {
   ids: number[];
   logits: number[][];
@@ -358,6 +395,7 @@ export const modelChecks: ModelCheck[] = [
   tinyForwardCheck,
   tinyDecodeCheck,
   samplingCheck,
+  samplingSeedsCheck,
   storiesLogitsCheck,
   storiesGreedyCheck,
   storiesBatchCheck,
