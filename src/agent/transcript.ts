@@ -12,7 +12,13 @@
 //   Observation: ...
 //
 // Action tokens are appended exactly as the policy produced them (sampled ids, or the encoding of a
-// chosen valid action), so training sees the very sequence that was sampled.
+// chosen valid action), so training sees the very sequence that was sampled. Sampled ids need not be
+// the tokenizer's own encoding of their text (another split of the same text, special or unknown ids
+// that the text drops), so in the chat format the transcript does not re-tokenize itself: it keeps,
+// beside its ids, the template's canonical rendering of the conversation so far (each action as the
+// template renders its text, up to its end-of-turn token), and each new turn's tokens are the part
+// of the template's rendering of the longer conversation beyond that canonical rendering. The
+// canonical rendering of earlier turns must stay the same as turns are added (else a clear error).
 import type { ChatMessage, Tokenizer } from '../engine/model/types.ts';
 
 export type PromptFormat = 'chat' | 'plain';
@@ -22,6 +28,11 @@ export class Transcript {
   /** 1 for the agent's own tokens, 0 for context. */
   readonly actionMask: number[] = [];
   private readonly messages: ChatMessage[] = [];
+  /**
+   * Chat format: the template's rendering of the conversation the transcript holds, with every
+   * action as the template renders its text (ids differ from it only inside action spans).
+   */
+  private canonical: number[] = [];
 
   constructor(
     private readonly tokenizer: Tokenizer,
@@ -42,17 +53,34 @@ export class Transcript {
       this.push(this.tokenizer.encode(`Observation: ${text}\nAction:`, { addSpecialTokens: false }), 0);
       return;
     }
-    this.messages.push({ role: 'user', content: text });
-    this.push(this.renderedSuffix(this.tokenizer.applyChatTemplate(this.messages, { addGenerationPrompt: true })), 0);
+    const messages: ChatMessage[] = [...this.messages, { role: 'user', content: text }];
+    const rendered = this.tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true });
+    const turn = this.suffixAfterCanonical(rendered);
+    this.messages.push(messages.at(-1)!);
+    this.push(turn, 0);
+    this.canonical = rendered;
   }
 
   /** Appends the agent's action tokens as produced (ending with the end-of-turn tokens, if any). */
   addAction(ids: number[]): void {
     if (ids.length === 0) throw new RangeError('an action needs at least one token');
-    this.push(ids, 1);
     if (this.format === 'chat') {
-      this.messages.push({ role: 'assistant', content: this.tokenizer.decode(ids, { skipSpecialTokens: true }) });
+      const content = this.tokenizer.decode(ids, { skipSpecialTokens: true });
+      const turn = this.renderAction(content);
+      this.messages.push({ role: 'assistant', content });
+      this.canonical = [...this.canonical, ...turn];
     }
+    this.push(ids, 1);
+  }
+
+  /**
+   * Appends context tokens (mask 0) that the policy adds itself, such as the end marker of an action
+   * that was cut off before it. In the chat format they complete the current turn as the template
+   * renders it (the canonical rendering already ends the action with its end-of-turn token), so they
+   * do not change how the next turns are rendered.
+   */
+  addContext(ids: number[]): void {
+    this.push(ids, 0);
   }
 
   /**
@@ -61,10 +89,18 @@ export class Transcript {
    */
   encodeAction(text: string): number[] {
     if (this.format === 'plain') return this.tokenizer.encode(` ${text}\n`, { addSpecialTokens: false });
-    const withAction = this.tokenizer.applyChatTemplate([...this.messages, { role: 'assistant', content: text }]);
-    const suffix = this.suffixAfter(withAction, this.ids);
-    // Templates close an assistant turn with an end-of-turn token and often a newline after it; the
-    // action ends at the end-of-turn token, the newline belongs to the next rendering.
+    return this.renderAction(text);
+  }
+
+  /**
+   * The template's tokens of an assistant turn with `content` after the canonical rendering: up to
+   * and including its end-of-turn token. Templates close an assistant turn with an end-of-turn token
+   * and often a newline after it; the action ends at the end-of-turn token, the newline belongs to
+   * the next turn's rendering.
+   */
+  private renderAction(content: string): number[] {
+    const rendered = this.tokenizer.applyChatTemplate([...this.messages, { role: 'assistant', content }]);
+    const suffix = this.suffixAfterCanonical(rendered);
     const end = suffix.findIndex((id) => this.tokenizer.eosTokenIds.includes(id));
     return end >= 0 ? suffix.slice(0, end + 1) : suffix;
   }
@@ -74,12 +110,9 @@ export class Transcript {
     for (let i = 0; i < ids.length; i++) this.actionMask.push(mask);
   }
 
-  /** The tokens a fresh rendering adds after what the transcript already holds. */
-  private renderedSuffix(rendered: number[]): number[] {
-    return this.suffixAfter(rendered, this.ids);
-  }
-
-  private suffixAfter(rendered: number[], prefix: number[]): number[] {
+  /** The tokens a rendering of a longer conversation adds after the canonical rendering of the transcript's. */
+  private suffixAfterCanonical(rendered: number[]): number[] {
+    const prefix = this.canonical;
     for (let i = 0; i < prefix.length; i++) {
       if (rendered[i] !== prefix[i]) {
         throw new Error(
