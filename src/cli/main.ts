@@ -1,9 +1,12 @@
 // The rlplay command line. Each command lives in commands/; all run on the same engine as the app.
 import { Command, CommanderError } from 'commander';
+import { registerCollect } from './commands/collect.ts';
 import { registerEval } from './commands/eval.ts';
+import { registerExport } from './commands/export.ts';
 import { registerGenerate } from './commands/generate.ts';
 import { registerLogprobs } from './commands/logprobs.ts';
 import { registerSft } from './commands/sft.ts';
+import { registerTrain } from './commands/train.ts';
 
 export async function main(argv: string[]): Promise<number> {
   const program = new Command('rlplay')
@@ -13,7 +16,10 @@ export async function main(argv: string[]): Promise<number> {
   registerGenerate(program);
   registerLogprobs(program);
   registerSft(program);
+  registerCollect(program);
+  registerTrain(program);
   registerEval(program);
+  registerExport(program);
   try {
     await program.parseAsync(argv, { from: 'user' });
     return 0;

@@ -128,6 +128,20 @@ export class RunningMean {
     return this.value;
   }
 
+  /** Its state, for checkpoints. */
+  toJSON(): { count: number; value: number } {
+    return { count: this.count, value: this.value };
+  }
+
+  static fromJSON(state: unknown, options: RunningMeanOptions = {}): RunningMean {
+    const { count, value } = (state ?? {}) as { count?: unknown; value?: unknown };
+    if (typeof count !== 'number' || typeof value !== 'number') throw new RangeError(`not a RunningMean state: ${JSON.stringify(state)}`);
+    const mean = new RunningMean(options);
+    mean.count = count;
+    mean.value = value;
+    return mean;
+  }
+
   /** Folds returns in one at a time, in order. */
   update(returns: readonly number[]): void {
     for (const g of returns) {

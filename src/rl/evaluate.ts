@@ -1,11 +1,8 @@
-// Evaluation of an action-level policy on held-out instances: success rate, mean return and episode
+// Evaluation of a policy (either mode) on held-out instances: success rate, mean return and episode
 // length, each with a 95% confidence interval (Wilson for the success rate, normal approximation of
 // the mean otherwise).
-import type { Model } from '../engine/model.ts';
-import type { GpuLoraAdapter } from '../engine/lora/gpu-adapter.ts';
-import type { EnvModule, Split } from '../env/types.ts';
-import { playActionEpisode } from '../agent/rollout.ts';
-import type { PromptFormat } from '../agent/transcript.ts';
+import type { PlayedEpisode, Policy } from '../agent/policy.ts';
+import type { Split } from '../env/types.ts';
 
 export interface Estimate {
   value: number;
@@ -18,7 +15,11 @@ export interface EvaluationReport {
   env: string;
   split: Split;
   difficulty: number;
+  /** Episodes the estimates are over (those whose environment did not fail). */
   episodes: number;
+  /** Episodes whose environment failed (threw, malformed result, time limit): left out of the estimates. */
+  failedEpisodes: number;
+  firstError?: string;
   successRate: Estimate;
   meanReturn: Estimate;
   meanLength: Estimate;
@@ -48,38 +49,33 @@ export function meanInterval(values: readonly number[]): Estimate {
 
 export interface EvaluationOptions {
   episodes: number;
-  split: Split;
-  difficulty: number;
-  format: PromptFormat;
-  lengthNormalize: boolean;
-  adapter?: GpuLoraAdapter | null;
   /** First reset seed; episode i uses firstSeed + i. */
   firstSeed: number;
+  /** Episodes played side by side (default 16). */
+  parallel?: number;
   onEpisode?: (done: number) => void;
 }
 
-/** Plays `episodes` greedy episodes of the action-level policy. */
-export async function evaluateActionPolicy(model: Model, env: EnvModule, options: EvaluationOptions): Promise<EvaluationReport> {
-  let successes = 0;
-  const returns: number[] = [];
-  const lengths: number[] = [];
-  for (let i = 0; i < options.episodes; i++) {
-    const episode = await playActionEpisode(model, options.firstSeed + i, {
-      env, reset: { split: options.split, difficulty: options.difficulty }, format: options.format, lengthNormalize: options.lengthNormalize, greedy: true, adapter: options.adapter,
-    });
-    if (episode.error) throw new Error(`evaluation episode with seed ${options.firstSeed + i} failed: ${episode.error}`);
-    if (episode.success) successes++;
-    returns.push(episode.totalReward);
-    lengths.push(episode.steps.length);
-    options.onEpisode?.(i + 1);
+/** Plays `episodes` greedy episodes of the policy (on the split and difficulty of its reset options). */
+export async function evaluatePolicy(policy: Policy, options: EvaluationOptions): Promise<EvaluationReport> {
+  const { env, reset } = policy.options;
+  const parallel = options.parallel ?? 16;
+  const played: PlayedEpisode[] = [];
+  let done = 0;
+  for (let start = 0; start < options.episodes; start += parallel) {
+    const seeds = Array.from({ length: Math.min(parallel, options.episodes - start) }, (_, i) => ({ seed: options.firstSeed + start + i }));
+    played.push(...(await policy.play(seeds, { greedy: true, onEpisode: () => options.onEpisode?.(++done) })));
   }
+  const episodes = played.filter((e) => !e.error);
   return {
     env: env.id,
-    split: options.split,
-    difficulty: options.difficulty,
-    episodes: options.episodes,
-    successRate: wilsonInterval(successes, options.episodes),
-    meanReturn: meanInterval(returns),
-    meanLength: meanInterval(lengths),
+    split: reset.split ?? 'train',
+    difficulty: reset.difficulty ?? 1,
+    episodes: episodes.length,
+    failedEpisodes: played.length - episodes.length,
+    ...(played.some((e) => e.error) ? { firstError: played.find((e) => e.error)!.error } : {}),
+    successRate: wilsonInterval(episodes.filter((e) => e.success).length, episodes.length),
+    meanReturn: meanInterval(episodes.map((e) => e.totalReward)),
+    meanLength: meanInterval(episodes.map((e) => e.steps.length)),
   };
 }

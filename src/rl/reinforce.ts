@@ -1,22 +1,14 @@
-// REINFORCE with a baseline, for action-level policies (CleanRL style: the hyperparameters in one
-// record, then the loop top to bottom).
+// REINFORCE with a baseline (Williams 1992), CleanRL style: the hyperparameters in one record, then
+// one update top to bottom.
 //
-// For an episode with returns-to-go G_t and a running-mean baseline of episode returns, the loss is
-// -Σ_t A_t log π(a_t|s_t) with A_t = G_t - baseline (optionally normalised over the update); the
-// gradient of log π over the whole action list is built in action-gradient.ts.
-import type { Model } from '../engine/model.ts';
-import type { LoraSettings } from '../engine/lora/adapter.ts';
-import type { GpuLoraAdapter } from '../engine/lora/gpu-adapter.ts';
-import { Trainer, type StepMetrics } from '../engine/train/trainer.ts';
-import type { EnvModule } from '../env/types.ts';
-import { playActionEpisode, type ActionEpisode } from '../agent/rollout.ts';
-import type { PromptFormat } from '../agent/transcript.ts';
-import { actionPolicyGradientBatches } from './action-gradient.ts';
+//   G_t = Σ_{k≥t} γ^(k−t) r_k                (return-to-go)
+//   A_t = G_t − b,   b = running mean of episode returns (decay 0.9), optionally normalised per update
+//   loss = −mean_t A_t log π(a_t|s_t)        (one optimiser step per update, on-policy)
+import type { PolicyStep, UpdateItem } from '../agent/policy.ts';
 import { discountedReturns, normalizeAdvantages, RunningMean } from './advantages.ts';
+import { episodeMetrics, episodeSeeds, lossMetrics, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
 
 export interface ReinforceConfig {
-  /** Episodes to train on, in total. */
-  totalEpisodes: number;
   /** Episodes collected per policy update. */
   episodesPerUpdate: number;
   /** Discount of future rewards. */
@@ -25,81 +17,45 @@ export interface ReinforceConfig {
   learningRate: number;
   /** Normalise the advantages of each update to zero mean and unit variance. */
   normalizeAdvantages: boolean;
-  /** Score actions by their mean token log-prob instead of the sum (longer actions are not penalised). */
-  lengthNormalize: boolean;
-  /** Training sequences per forward/backward (gradients accumulate across them). */
-  microBatch: number;
-  /** The LoRA adapter being trained. */
-  lora: LoraSettings;
-  /** Difficulty level of the training instances. */
-  difficulty: number;
-  /** Prompt rendering: the chat template, or a plain transcript. */
-  format: PromptFormat;
-  /** Seed of the adapter, the episodes and the sampling. */
-  seed: number;
+  /** Decay of the running-mean baseline of episode returns. */
+  baselineDecay: number;
 }
 
-export const REINFORCE_DEFAULTS: Omit<ReinforceConfig, 'totalEpisodes'> = {
+export const REINFORCE_DEFAULTS: ReinforceConfig = {
   episodesPerUpdate: 8,
   gamma: 1,
   learningRate: 3e-3,
   normalizeAdvantages: true,
-  lengthNormalize: true,
-  microBatch: 16,
-  lora: { r: 8, alpha: 16, targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'], rslora: false, dropout: 0, layers: null },
-  difficulty: 1,
-  format: 'plain',
-  seed: 0,
+  baselineDecay: 0.9,
 };
 
-export interface ReinforceUpdate {
-  episodes: number;
-  meanReturn: number;
-  successRate: number;
-  metrics: StepMetrics;
-}
+export function reinforce(config: ReinforceConfig = REINFORCE_DEFAULTS): Algorithm {
+  let baseline = new RunningMean({ decay: config.baselineDecay });
+  return {
+    name: 'reinforce',
+    modes: ['choice', 'text'],
+    episodesPerUpdate: config.episodesPerUpdate,
+    learningRate: config.learningRate,
 
-/** Trains `adapter` (already on the GPU) with REINFORCE on the environment's train split. */
-export async function trainReinforce(
-  model: Model,
-  env: EnvModule,
-  adapter: GpuLoraAdapter,
-  config: ReinforceConfig,
-  onUpdate?: (update: ReinforceUpdate) => void,
-): Promise<ReinforceUpdate[]> {
-  const trainer = new Trainer(model.gpuModel, { train: adapter, optimizer: { schedule: { kind: 'constant', lr: config.learningRate } }, seed: config.seed });
-  const baseline = new RunningMean({ decay: 0.9 });
-  const history: ReinforceUpdate[] = [];
-  try {
-    for (let done = 0; done < config.totalEpisodes; done += config.episodesPerUpdate) {
-      // 1. Rollouts on the train split.
-      const episodes: ActionEpisode[] = [];
-      for (let i = 0; i < config.episodesPerUpdate; i++) {
-        const seed = config.seed * 1_000_003 + done + i;
-        const episode = await playActionEpisode(model, seed, { env, reset: { split: 'train', difficulty: config.difficulty }, format: config.format, lengthNormalize: config.lengthNormalize, adapter });
-        if (episode.error) throw new Error(`episode with seed ${seed} failed: ${episode.error}`);
-        episodes.push(episode);
-      }
-      // 2. Advantages: return-to-go minus a running-mean baseline of episode returns.
+    async update({ policy, trainer, seed, onEpisode }: UpdateContext): Promise<UpdateResult> {
+      // 1. Rollouts.
+      const played = await policy.play(episodeSeeds(seed, config.episodesPerUpdate).map((s) => ({ seed: s })), { onEpisode });
+      const episodes = usable(played);
+      if (episodes.length === 0) return { episodes: played, metrics: episodeMetrics(played) };
+      // 2. Advantages: return-to-go minus the baseline of earlier updates' episode returns.
       const returns = episodes.map((e) => discountedReturns(e.steps.map((s) => s.reward), config.gamma));
-      const raw = returns.flatMap((g) => g.map((x) => x - baseline.mean));
+      const raw = returns.flat().map((g) => g - baseline.mean);
       const advantages = config.normalizeAdvantages ? normalizeAdvantages(raw) : raw;
       baseline.update(episodes.map((e) => e.totalReward));
-      // 3. The policy gradient of every step over its whole action list.
-      const steps = episodes.flatMap((e) => e.steps).map((step, k) => ({ step, advantage: advantages[k] }));
-      const sequences = actionPolicyGradientBatches(steps, config.lengthNormalize, config.microBatch);
-      const metrics = await trainer.step(sequences, { pg: 1 });
-      const update = {
-        episodes: done + episodes.length,
-        meanReturn: episodes.reduce((s, e) => s + e.totalReward, 0) / episodes.length,
-        successRate: episodes.filter((e) => e.success).length / episodes.length,
-        metrics,
-      };
-      history.push(update);
-      onUpdate?.(update);
-    }
-    return history;
-  } finally {
-    trainer.dispose();
-  }
+      // 3. One policy-gradient step over every step of every episode.
+      const items: UpdateItem<PolicyStep>[] = episodes.flatMap((e) => e.steps).map((step, k) => ({ step, advantage: advantages[k] }));
+      const metrics = await policy.update(trainer, items, { objective: 'pg' });
+      return { episodes: played, metrics: { ...episodeMetrics(played), ...lossMetrics(metrics), 'losses/entropy': metrics.entropy, 'reinforce/baseline': baseline.mean } };
+    },
+
+    state: () => baseline.toJSON(),
+    restore(state) {
+      baseline = RunningMean.fromJSON(state, { decay: config.baselineDecay });
+    },
+  };
 }

@@ -95,9 +95,21 @@ export class ReplayBuffer<T> {
     this.next = (this.next + 1) % this.capacity;
   }
 
-  /** `batchSize` transitions drawn uniformly with replacement: index ⌊u · size⌋ for each draw u. */
-  sample(batchSize: number): T[] {
+  /** `batchSize` transitions drawn uniformly with replacement: index ⌊u · size⌋ for each draw u (from `random`, default the buffer's stream). */
+  sample(batchSize: number, random: () => number = this.random): T[] {
     if (this.items.length === 0) throw new RangeError('ReplayBuffer: cannot sample from an empty buffer');
-    return Array.from({ length: batchSize }, () => this.items[Math.floor(this.random() * this.items.length)]);
+    return Array.from({ length: batchSize }, () => this.items[Math.floor(random() * this.items.length)]);
+  }
+
+  /** The stored transitions and the ring's write position, for checkpoints (JSON when T is). */
+  toJSON(): { items: T[]; next: number } {
+    return { items: this.items, next: this.next };
+  }
+
+  /** Refills an empty buffer from toJSON()'s output. */
+  load(state: { items: T[]; next: number }): void {
+    if (!Array.isArray(state?.items) || state.items.length > this.capacity || !Number.isInteger(state.next)) throw new RangeError('not a replay buffer state (or one larger than this buffer)');
+    this.items.splice(0, this.items.length, ...state.items);
+    this.next = state.next % this.capacity;
   }
 }

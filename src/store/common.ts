@@ -200,7 +200,7 @@ export function sortMetrics(metrics: Metric[]): Metric[] {
   return metrics.sort((a, b) => a.step - b.step);
 }
 
-// ---- the JSONL episode line, shared by export/import and the files store's episodes.jsonl ----
+// ---- the JSONL episode line, shared by export/import and the files store's trajectories.jsonl ----
 
 /** One line (without the newline): the episode without runId, and its steps without runId and episodeIndex. */
 export function episodeLine(episode: Episode, steps: Step[]): string {

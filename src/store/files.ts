@@ -1,8 +1,8 @@
 // The trajectory store on the file system (Node only). A folder per run under `root`:
-//   <runId>/run.json                written to a temp file, then renamed
-//   <runId>/episodes.jsonl          one line per episode with its steps (the export format), one write each
-//   <runId>/metrics.jsonl           one line per metric
-//   <runId>/checkpoints/<step>/...  written in a temp folder, then renamed
+//   <runId>/run.json                  written to a temp file, then renamed
+//   <runId>/trajectories.jsonl        one line per episode with its steps (the export format), one write each
+//   <runId>/metrics.jsonl             one line per metric
+//   <runId>/checkpoints/<step>/...    written in a temp folder, then renamed
 // Killed mid-write, a .jsonl can end in a torn line (no newline): reads ignore it and report it, and the
 // next append cuts it off first, so it never corrupts the episodes before or after it. A failed append
 // (the disk is full: StoreQuotaError) is cut off the same way, so nothing of it is kept.
@@ -51,7 +51,7 @@ export interface FileStoreOptions {
 }
 
 const RUN_FILE = 'run.json';
-const EPISODES_FILE = 'episodes.jsonl';
+const EPISODES_FILE = 'trajectories.jsonl';
 const METRICS_FILE = 'metrics.jsonl';
 const CHECKPOINTS_DIR = 'checkpoints';
 const NEWLINE = 0x0a;

@@ -241,24 +241,4 @@ export function tinyModelFiles(options: TinyModelOptions = {}): { files: Map<str
   return { files, config };
 }
 
-/** A model folder held in memory. */
-export class MemoryModelSource implements ModelSource {
-  constructor(
-    private readonly files: Map<string, Uint8Array>,
-    readonly location = 'memory:',
-  ) {}
-
-  async exists(file: string): Promise<boolean> {
-    return this.files.has(file);
-  }
-
-  async readText(file: string): Promise<string> {
-    return new TextDecoder().decode(await this.readBytes(file));
-  }
-
-  async readBytes(file: string): Promise<Uint8Array> {
-    const bytes = this.files.get(file);
-    if (!bytes) throw new Error(`${this.location}${file} does not exist`);
-    return bytes;
-  }
-}
+export { MemoryModelSource } from '../../src/engine/model/memory-source.ts';

@@ -41,7 +41,7 @@ test('a torn trailing line is ignored and reported; earlier episodes survive, an
   await store.addEpisode(episode('r', 0), steps(3));
   await store.addEpisode(episode('r', 1), steps(2));
   await store.addMetrics([{ runId: 'r', step: 1, name: 'loss', value: 1, time: 1 }]);
-  const path = join(root, 'r', 'episodes.jsonl');
+  const path = join(root, 'r', 'trajectories.jsonl');
   const before = await readFile(path, 'utf8');
   // killed halfway through writing episode 2
   const whole = (await store.exportJsonl('r')).split('\n')[0].replace('"index":0', '"index":2');
@@ -52,7 +52,7 @@ test('a torn trailing line is ignored and reported; earlier episodes survive, an
   expect((await fresh.getEpisode('r', 1))?.steps).toHaveLength(2);
   expect(await fresh.getEpisode('r', 2)).toBeUndefined();
   expect((await fresh.listMetrics('r')).map((m) => m.step)).toEqual([1]);
-  expect(warnings.some((w) => w.includes('episodes.jsonl') && /torn last line \(line 3/.test(w))).toBe(true);
+  expect(warnings.some((w) => w.includes('trajectories.jsonl') && /torn last line \(line 3/.test(w))).toBe(true);
   expect(warnings.some((w) => w.includes('metrics.jsonl') && /torn/.test(w))).toBe(true);
   expect(await fresh.exportJsonl('r')).toBe(before);
   // the next episode does not glue onto the torn bytes
@@ -69,7 +69,7 @@ test('layout: a folder per run, checkpoints/<step>/<file>, no temp leftovers', a
   await mkdir(join(root, 'r', 'checkpoints', '.tmp-99-x'), { recursive: true });
   await writeFile(join(root, 'r', 'checkpoints', '.tmp-99-x', 'half.bin'), 'x');
   await store.saveCheckpoint({ runId: 'r', step: 5, files: new Map([['sub/w.bin', Uint8Array.of(1)]]) });
-  expect((await readdir(join(root, 'r'))).sort()).toEqual(['checkpoints', 'episodes.jsonl', 'run.json']);
+  expect((await readdir(join(root, 'r'))).sort()).toEqual(['checkpoints', 'trajectories.jsonl', 'run.json']);
   expect(await readdir(join(root, 'r', 'checkpoints'))).toEqual(['5']);
   expect(await readFile(join(root, 'r', 'checkpoints', '5', 'sub', 'w.bin'))).toEqual(Buffer.of(1));
   expect(JSON.parse(await readFile(join(root, 'r', 'run.json'), 'utf8'))).toMatchObject({ id: 'r', config: { a: 1 } });

@@ -1,0 +1,83 @@
+// npm run bench:learn -- [--model DIR] [--envs a,b] [--algos a,b] [--episodes N] [--eval-episodes M] [--difficulty D] [--seed S] [--set key=value]
+//
+// Does RL learn? For each built-in environment and algorithm, in action-level (choice) mode: the
+// test-split success of the greedy policy before training (the base model, measured once per
+// environment) and after N training episodes, with the change in percentage points, and the
+// training speed in episodes per second. One table at the end; one line per cell as it finishes.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { makePolicy } from '../src/agent/policies.ts';
+import { requestNodeGpu } from '../src/engine/gpu/node-gpu.ts';
+import type { GpuLoraAdapter } from '../src/engine/lora/gpu-adapter.ts';
+import { loadModel } from '../src/engine/model.ts';
+import { openModelSource } from '../src/engine/model/source-node.ts';
+import { BUILTIN_ENVIRONMENTS } from '../src/env/builtin/index.ts';
+import type { EnvModule } from '../src/env/types.ts';
+import { evaluatePolicy } from '../src/rl/evaluate.ts';
+import { ALGORITHMS, type AlgorithmName } from '../src/rl/index.ts';
+import { TRAIN_DEFAULTS, trainRun, type TrainConfig } from '../src/rl/run.ts';
+import { FileTrajectoryStore } from '../src/store/files.ts';
+
+const { values } = parseArgs({
+  options: {
+    model: { type: 'string', default: '../shared/fixtures/stories260K' },
+    envs: { type: 'string', default: [...BUILTIN_ENVIRONMENTS.keys()].join(',') },
+    algos: { type: 'string', default: ALGORITHMS.join(',') },
+    episodes: { type: 'string', default: '200' },
+    'eval-episodes': { type: 'string', default: '50' },
+    difficulty: { type: 'string', default: '1' },
+    seed: { type: 'string', default: '0' },
+    set: { type: 'string', multiple: true, default: [] },
+  },
+});
+const envIds = values.envs!.split(',');
+const algos = values.algos!.split(',') as AlgorithmName[];
+for (const id of envIds) if (!BUILTIN_ENVIRONMENTS.has(id)) throw new Error(`unknown environment ${id}; built-ins: ${[...BUILTIN_ENVIRONMENTS.keys()].join(', ')}`);
+for (const a of algos) if (!ALGORITHMS.includes(a)) throw new Error(`unknown algorithm ${a}; choose from ${ALGORITHMS.join(', ')}`);
+const episodes = Number(values.episodes);
+const evalEpisodes = Number(values['eval-episodes']);
+const overrides = Object.fromEntries(values.set!.map((kv) => [kv.slice(0, kv.indexOf('=')), JSON.parse(kv.slice(kv.indexOf('=') + 1))]));
+
+const gpu = await requestNodeGpu();
+const model = await loadModel(gpu, openModelSource(resolve(values.model!)));
+const root = mkdtempSync(join(tmpdir(), 'rlplay-bench-learn-'));
+const format = model.tokenizer.hasChatTemplate ? ('chat' as const) : ('plain' as const);
+console.log(`model ${values.model} (WebGPU: ${gpu.adapterName}); choice mode, difficulty ${values.difficulty}, ${episodes} training episodes, ${evalEpisodes} test episodes per evaluation`);
+
+function baseConfig(env: string, algo: AlgorithmName): TrainConfig {
+  return { ...TRAIN_DEFAULTS, model: values.model!, env, algo, episodes, seed: Number(values.seed), difficulty: Number(values.difficulty), format, algorithm: overrides };
+}
+
+async function testSuccess(env: EnvModule, adapter: GpuLoraAdapter | null): Promise<number> {
+  const policy = makePolicy(model, { ...TRAIN_DEFAULTS, format, env, reset: { split: 'test', difficulty: Number(values.difficulty) }, adapter });
+  return (await evaluatePolicy(policy, { episodes: evalEpisodes, firstSeed: 1_000_000 })).successRate.value;
+}
+
+const rows: string[][] = [];
+const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+try {
+  for (const envId of envIds) {
+    const env = BUILTIN_ENVIRONMENTS.get(envId)!;
+    const before = await testSuccess(env, null);
+    for (const algo of algos) {
+      const started = performance.now();
+      const outcome = await trainRun(model, env, new FileTrajectoryStore(root), `${envId}-${algo}`, baseConfig(envId, algo));
+      const seconds = (performance.now() - started) / 1000;
+      const after = await testSuccess(env, outcome.adapter);
+      outcome.adapter.dispose();
+      const row = [envId, algo, pct(before), pct(after), `${((after - before) * 100).toFixed(1)}`, (outcome.episodes / seconds).toFixed(2)];
+      rows.push(row);
+      console.log(row.join('  '));
+    }
+  }
+} finally {
+  rmSync(root, { recursive: true, force: true });
+  model.dispose();
+}
+
+const header = ['environment', 'algorithm', 'success before', 'success after', 'change (pp)', 'episodes/s'];
+const widths = header.map((h, c) => Math.max(h.length, ...rows.map((r) => r[c].length)));
+console.log();
+for (const row of [header, ...rows]) console.log(row.map((cell, c) => (c < 2 ? cell.padEnd(widths[c]) : cell.padStart(widths[c]))).join('  '));

@@ -1,0 +1,20 @@
+// A policy of either mode from one set of settings (the run driver, `rlplay eval`, the benchmarks).
+import type { Model } from '../engine/model.ts';
+import { ChoicePolicy } from './choice-policy.ts';
+import type { Policy, PolicyMode, PolicyOptions } from './policy.ts';
+import { TextPolicy } from './text-policy.ts';
+
+export interface PolicySettings extends PolicyOptions {
+  mode: PolicyMode;
+  /** Choice mode: score actions by their mean token log-prob instead of the sum. */
+  lengthNormalize: boolean;
+  /** Text mode: sampling temperature, and the longest action in tokens. */
+  temperature: number;
+  maxActionTokens: number;
+}
+
+export function makePolicy(model: Model, { mode, lengthNormalize, temperature, maxActionTokens, ...options }: PolicySettings): Policy {
+  return mode === 'choice'
+    ? new ChoicePolicy(model, { ...options, lengthNormalize })
+    : new TextPolicy(model, { ...options, sampling: { temperature }, maxActionTokens });
+}

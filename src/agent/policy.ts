@@ -1,0 +1,132 @@
+// What an RL algorithm sees of the agent, whichever way it acts:
+//
+//   'choice'  an action-level policy: a softmax over the environment's validActions(), each scored
+//             by the model's (summed or length-normalised) log-probability of its tokens;
+//   'text'    a token-level policy: the model writes its action as free text, sampled on the GPU.
+//
+// The algorithms (src/rl/*.ts) compute advantages and returns from the recorded rewards, values and
+// log-probs, and call `update` with per-step numbers; each policy turns that into training
+// sequences with per-token weights for the trainer. The objectives, per step with advantage A:
+//
+//   pg    -A log π(a|s)                                           (REINFORCE, A2C, GRPO)
+//   ppo   -min(ρA, clip(ρ, 1 - c, 1 + c) A),  ρ = π(a|s) / π_old(a|s)
+//   nll   -log π(a|s)                                             (behaviour cloning; A ignored)
+//   plus  entropy bonus -β_H H(π(·|s)), KL penalty β_KL k3(π, π_ref) on the chosen action, and the value
+//         loss β_V ½ max((V - R)², (V_clip - R)²) of the value head at the state's last token.
+//
+// Text policies apply these per token (the usual token-level PPO of RLHF); choice policies per action.
+import type { GpuLoraAdapter } from '../engine/lora/gpu-adapter.ts';
+import type { StepMetrics, Trainer } from '../engine/train/trainer.ts';
+import type { ValueHead } from '../engine/train/value-head.ts';
+import type { EnvInfo, EnvModule, ResetOptions } from '../env/types.ts';
+import type { PromptFormat } from './transcript.ts';
+
+export type PolicyMode = 'text' | 'choice';
+
+/** What both kinds of policy are built from. */
+export interface PolicyOptions {
+  env: EnvModule;
+  /** Options of every reset (split, difficulty). */
+  reset: ResetOptions;
+  format: PromptFormat;
+  /** The adapter that acts and trains; null: the base model acts (evaluation of the base, BC from scratch needs one). */
+  adapter: GpuLoraAdapter | null;
+  /** The value head V(s) is read from (at the state's last token), when play is asked for values. */
+  valueHead?: ValueHead;
+  /** Training sequences per forward/backward in update (gradients accumulate across them). */
+  microBatch: number;
+}
+
+export interface PolicyStep {
+  /** The observation the action answered. */
+  observation: string;
+  /** The action as text, as the environment received it. */
+  action: string;
+  reward: number;
+  terminated: boolean;
+  /** Cut short: by the environment, or by reaching its maxEpisodeSteps without terminating. */
+  truncated: boolean;
+  info: EnvInfo;
+  /** log π(a|s) of the action when it was taken (the behaviour policy). */
+  logProb: number;
+  /** log π_ref(a|s) under the reference model (adapter off), when play was asked for it. */
+  referenceLogProb?: number;
+  /** V(s) from the value head when the action was taken, when play was asked for it. */
+  value?: number;
+  /** The transcript's tokens up to and including this action, for storage and inspection. */
+  tokens: { ids: number[]; actionMask: number[]; logprobs?: number[] };
+}
+
+export interface PlayedEpisode<S extends PolicyStep = PolicyStep> {
+  /** Reset seed. */
+  seed: number;
+  /** Seed of the policy's draws (GRPO plays one reset seed with several). */
+  samplingSeed: number;
+  steps: S[];
+  totalReward: number;
+  success: boolean;
+  /** V of the observation a truncated episode stopped at (played with values), for bootstrapping its return. */
+  finalValue?: number;
+  /** The environment failed (threw, returned something malformed, ran out of time): the episode ended there. */
+  error?: string;
+}
+
+export interface PlayRequest {
+  seed: number;
+  /** Default: the reset seed. */
+  samplingSeed?: number;
+}
+
+export interface PlayOptions {
+  /** Take the most probable action (evaluation) instead of sampling. */
+  greedy?: boolean;
+  /** Let the environment's scripted expert act (demonstrations for BC); the states are recorded as usual. */
+  expert?: boolean;
+  /** Record log π_ref of the chosen actions (adapter off). */
+  reference?: boolean;
+  /** Record V(s) from this value head's weights (read back once per call). */
+  values?: boolean;
+  /** Called as each episode finishes. */
+  onEpisode?: (episode: PlayedEpisode) => void;
+}
+
+export interface PolicyLoss {
+  objective: 'pg' | 'ppo' | 'nll';
+  /** PPO's ratio clip range c (default 0.2). */
+  clip?: number;
+  /** Entropy bonus weight (default 0). */
+  entropy?: number;
+  /** KL-to-reference penalty weight (default 0; needs referenceLogProb on the steps). */
+  kl?: number;
+  /** Value loss weight (default 0; needs `return`, and `value` for clipping). */
+  value?: number;
+  /** Clip range of the value update around the old value (0: none). */
+  valueClip?: number;
+}
+
+export interface UpdateItem<S extends PolicyStep = PolicyStep> {
+  step: S;
+  advantage: number;
+  /** Value target R for the value loss. */
+  return?: number;
+}
+
+export interface UpdateMetrics extends StepMetrics {
+  /** Mean over the items of (ρ - 1) - log ρ, the KL(π_old || π) estimate PPO's early stop reads. */
+  approxKl: number;
+  /** Share of items whose PPO ratio was clipped. */
+  clipFraction: number;
+  /** Mean entropy of the policy over the items' states. */
+  entropy: number;
+  /** Mean log π(a|s) of the items' actions under the policy before the step (−this is BC's loss). */
+  logProb: number;
+}
+
+export interface Policy<S extends PolicyStep = PolicyStep> {
+  readonly mode: PolicyMode;
+  readonly options: PolicyOptions;
+  /** Plays one episode per request, side by side, their model calls batched together. */
+  play(requests: PlayRequest[], options?: PlayOptions): Promise<PlayedEpisode<S>[]>;
+  /** One optimiser step of `trainer` on the items. */
+  update(trainer: Trainer, items: UpdateItem<S>[], loss: PolicyLoss): Promise<UpdateMetrics>;
+}

@@ -1,0 +1,46 @@
+// The options every agent command shares (train, collect, eval): which environment, how the policy
+// acts, and the time limit of a custom environment's steps.
+import { Option, type Command } from 'commander';
+import type { PolicyMode } from '../agent/policy.ts';
+import type { PromptFormat } from '../agent/transcript.ts';
+import type { Model } from '../engine/model.ts';
+import { BUILTIN_ENVIRONMENTS } from '../env/builtin/index.ts';
+import { resolveEnvironment, type ResolvedEnvironment } from '../env/resolve-node.ts';
+import { parseNumber, parseWholeNumber } from './parse.ts';
+
+export interface AgentFlags {
+  env: string;
+  mode: PolicyMode;
+  difficulty: number;
+  sum?: boolean;
+  temperature: number;
+  maxActionTokens: number;
+  stepTimeout: number;
+}
+
+export function addAgentOptions(command: Command): Command {
+  return command
+    .requiredOption('--env <id|file>', `a built-in environment (${[...BUILTIN_ENVIRONMENTS.keys()].join(', ')}) or a custom environment's .js/.mjs file`)
+    .addOption(new Option('--mode <mode>', 'choice: a softmax over the listed valid actions; text: the model writes its actions').choices(['choice', 'text']).default('choice'))
+    .option('--difficulty <d>', 'difficulty level of the instances, 1-3', parseWholeNumber, 1)
+    .option('--sum', 'choice mode: score actions by summed token log-probs (default: their mean, which does not penalise long actions)')
+    .option('--temperature <t>', 'text mode: sampling temperature', parseNumber, 1)
+    .option('--max-action-tokens <n>', 'text mode: the longest action, in tokens', parseWholeNumber, 32)
+    .option('--step-timeout <ms>', "a custom environment's time limit per call (the episode ends with an error past it)", parseWholeNumber, 5000);
+}
+
+export function checkAgentFlags(flags: AgentFlags): void {
+  if (flags.difficulty < 1 || flags.difficulty > 3) throw new Error(`--difficulty must be 1, 2 or 3, got ${flags.difficulty}`);
+  if (!(flags.temperature > 0)) throw new Error(`--temperature must be > 0, got ${flags.temperature}`);
+  if (flags.maxActionTokens < 1) throw new Error('--max-action-tokens must be at least 1');
+}
+
+/** The environment, validated (custom ones run in workers: dispose() it when done). */
+export function loadEnvironment(flags: AgentFlags): Promise<ResolvedEnvironment> {
+  return resolveEnvironment(flags.env, { stepTimeoutMs: flags.stepTimeout });
+}
+
+/** The chat template when the model has one, a plain transcript otherwise. */
+export function promptFormat(model: Model): PromptFormat {
+  return model.tokenizer.hasChatTemplate ? 'chat' : 'plain';
+}

@@ -1,0 +1,159 @@
+// rlplay train: reinforcement learning of a LoRA adapter on an environment. --out holds the run:
+// trajectories.jsonl (every episode with its steps), metrics.jsonl, checkpoints/, the PEFT adapter
+// of the latest update and, at the end, report.json. Running the same command again resumes it.
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { Option } from 'commander';
+import { makePolicy } from '../../agent/policies.ts';
+import { LORA_TARGETS, type LoraTarget } from '../../engine/lora/adapter.ts';
+import type { GpuLoraAdapter } from '../../engine/lora/gpu-adapter.ts';
+import { peftAdapterFiles } from '../../engine/lora/peft.ts';
+import type { Model } from '../../engine/model.ts';
+import type { EnvModule } from '../../env/types.ts';
+import { ALGORITHMS, ALGORITHM_DEFAULTS, type AlgorithmName } from '../../rl/index.ts';
+import { evaluatePolicy, type EvaluationReport } from '../../rl/evaluate.ts';
+import { TRAIN_DEFAULTS, trainRun, type TrainConfig } from '../../rl/run.ts';
+import { FileTrajectoryStore } from '../../store/files.ts';
+import { addAgentOptions, checkAgentFlags, loadEnvironment, promptFormat, type AgentFlags } from '../agent-options.ts';
+import { loadModelForCli } from '../load.ts';
+import { parseNumber, parseWholeNumber } from '../parse.ts';
+
+interface TrainFlags extends AgentFlags {
+  model: string;
+  algo: AlgorithmName;
+  episodes: number;
+  seed: number;
+  out: string;
+  loraR: number;
+  loraAlpha: number;
+  targets: string;
+  microBatch: number;
+  set: Record<string, unknown>;
+  evalEpisodes: number;
+}
+
+/** --set key=value (repeatable): a JSON value, or the text as a string. */
+function collectSetting(value: string, previous: Record<string, unknown>): Record<string, unknown> {
+  const eq = value.indexOf('=');
+  if (eq <= 0) throw new Error(`--set expects key=value, e.g. --set clipCoef=0.1, got "${value}"`);
+  const raw = value.slice(eq + 1);
+  let parsed: unknown = raw;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    // a bare word: keep it as a string (e.g. --set source=successes)
+  }
+  return { ...previous, [value.slice(0, eq)]: parsed };
+}
+
+const pct = (x: number) => (Number.isFinite(x) ? `${(100 * x).toFixed(0)}%` : '-');
+
+export function registerTrain(program: Command): void {
+  const command = program
+    .command('train')
+    .description('train a LoRA adapter with reinforcement learning on an environment; run again with the same --out to resume')
+    .requiredOption('--model <dir|url>', 'model folder in Hugging Face layout, or an http(s) URL of one')
+    .addOption(new Option('--algo <name>', 'the algorithm').choices(ALGORITHMS as unknown as string[]).default('ppo'))
+    .requiredOption('--episodes <n>', 'episodes to play in total', parseWholeNumber)
+    .requiredOption('--out <dir>', 'the run folder: trajectories.jsonl, metrics.jsonl, checkpoints, the adapter, report.json')
+    .option('--seed <s>', 'seed of the adapter, the episodes and the sampling', parseWholeNumber, 0)
+    .option('--lora-r <r>', 'LoRA rank', parseWholeNumber, TRAIN_DEFAULTS.lora.r)
+    .option('--lora-alpha <a>', 'LoRA alpha', parseNumber, TRAIN_DEFAULTS.lora.alpha)
+    .option('--targets <list>', 'comma-separated projections to adapt', TRAIN_DEFAULTS.lora.targets.join(','))
+    .option('--micro-batch <n>', 'training sequences per forward/backward', parseWholeNumber, TRAIN_DEFAULTS.microBatch)
+    .option('--set <key=value>', "override one of the algorithm's settings (repeatable); see --help for the defaults", collectSetting, {})
+    .option('--eval-episodes <n>', 'also evaluate on the test split before and after training, with this many episodes (0: skip)', parseWholeNumber, 0);
+  addAgentOptions(command);
+  command.addHelpText('after', `\nAlgorithm settings (--set) and their defaults:\n${Object.entries(ALGORITHM_DEFAULTS).map(([name, d]) => `  ${name}: ${JSON.stringify(d)}`).join('\n')}\n`);
+  command.action(async (flags: TrainFlags) => {
+    checkAgentFlags(flags);
+    if (flags.episodes < 1) throw new Error('--episodes must be at least 1');
+    const targets = flags.targets.split(',').map((t) => t.trim()) as LoraTarget[];
+    const unknown = targets.filter((t) => !LORA_TARGETS.includes(t));
+    if (unknown.length) throw new Error(`--targets: unknown projection(s) ${unknown.join(', ')}; choose from ${LORA_TARGETS.join(', ')}`);
+    const out = resolve(flags.out);
+    const store = new FileTrajectoryStore(dirname(out), { onWarning: (message) => process.stderr.write(`warning: ${message}\n`) });
+    const env = await loadEnvironment(flags);
+    const model = await loadModelForCli(flags.model);
+    const config: TrainConfig = {
+      ...TRAIN_DEFAULTS,
+      model: flags.model,
+      env: flags.env,
+      mode: flags.mode,
+      algo: flags.algo,
+      episodes: flags.episodes,
+      seed: flags.seed,
+      difficulty: flags.difficulty,
+      format: promptFormat(model),
+      lengthNormalize: !flags.sum,
+      temperature: flags.temperature,
+      maxActionTokens: flags.maxActionTokens,
+      microBatch: flags.microBatch,
+      lora: { ...TRAIN_DEFAULTS.lora, r: flags.loraR, alpha: flags.loraAlpha, targets },
+      algorithm: flags.set,
+    };
+    let adapter: GpuLoraAdapter | null = null;
+    try {
+      const evaluate = (which: GpuLoraAdapter | null) => evaluateOnTest(model, env, config, which, flags.evalEpisodes);
+      // The base model's evaluation is taken once, before the first update, and kept for resumed runs.
+      const beforeFile = join(out, 'evaluation_before.json');
+      let before = existsSync(beforeFile) ? (JSON.parse(await readFile(beforeFile, 'utf8')) as EvaluationReport) : undefined;
+      if (flags.evalEpisodes > 0 && !before) {
+        before = await evaluate(null);
+        await mkdir(out, { recursive: true });
+        await writeFile(beforeFile, `${JSON.stringify(before, null, 2)}\n`);
+      }
+      const started = performance.now();
+      let playedThisSession = 0;
+      const status = (line: string) => process.stderr.write(process.stderr.isTTY ? `\r\x1b[2K${line}` : `${line}\n`);
+      const outcome = await trainRun(model, env, store, basename(out), config, {
+        onLog: (message) => process.stderr.write(`${process.stderr.isTTY ? '\r\x1b[2K' : ''}${message}\n`),
+        onEpisode: () => playedThisSession++,
+        onCheckpoint: async (checkpoint) => {
+          for (const [name, bytes] of peftAdapterFiles(checkpoint.adapter!)) await writeFile(join(out, name), bytes);
+        },
+        onUpdate: ({ episodes, totalEpisodes, metrics }) => {
+          const rate = playedThisSession / ((performance.now() - started) / 1000);
+          const width = 24;
+          const filled = Math.round((width * Math.min(episodes, totalEpisodes)) / totalEpisodes);
+          status(
+            `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${episodes}/${totalEpisodes} episodes  ` +
+              `return ${metrics['charts/episodic_return']?.toFixed(3) ?? '-'}  success ${pct(metrics['charts/success_rate'])}  ` +
+              `${rate.toFixed(2)} episodes/s  ETA ${Math.max(0, Math.round((totalEpisodes - episodes) / rate))} s`,
+          );
+        },
+      });
+      adapter = outcome.adapter;
+      if (process.stderr.isTTY) process.stderr.write('\n');
+      const after = flags.evalEpisodes > 0 ? await evaluate(adapter) : undefined;
+      const report = {
+        run: basename(out),
+        status: outcome.status,
+        config,
+        updates: outcome.updates,
+        episodes: outcome.episodes,
+        resumedFromUpdate: outcome.resumedFrom,
+        secondsThisSession: (performance.now() - started) / 1000,
+        lastUpdate: outcome.lastMetrics,
+        ...(after ? { evaluation: { before: before ?? null, after } } : {}),
+      };
+      await writeFile(join(out, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);
+      const summary = after
+        ? `test-split success ${before ? `${pct(before.successRate.value)} before, ` : ''}${pct(after.successRate.value)} after (${after.episodes} episodes)`
+        : `last update: success ${pct(outcome.lastMetrics['charts/success_rate'])}`;
+      process.stderr.write(`${outcome.episodes} episodes, ${outcome.updates} updates; ${summary}; adapter, trajectories.jsonl, metrics.jsonl and report.json in ${out}\n`);
+    } finally {
+      adapter?.dispose();
+      model.dispose();
+      env.dispose();
+      await store.close();
+    }
+  });
+}
+
+async function evaluateOnTest(model: Model, env: EnvModule, config: TrainConfig, adapter: GpuLoraAdapter | null, episodes: number): Promise<EvaluationReport> {
+  const policy = makePolicy(model, { ...config, env, reset: { split: 'test', difficulty: config.difficulty }, adapter });
+  return evaluatePolicy(policy, { episodes, firstSeed: 1_000_000 });
+}

@@ -1,0 +1,78 @@
+// What every algorithm file (reinforce.ts, grpo.ts, ppo.ts, a2c.ts, dqn.ts, bc.ts) provides to the
+// run driver (run.ts): one update at a time (play some episodes, take some optimiser steps), with its
+// own state (baselines, an adaptive KL coefficient, a replay buffer...) as JSON for checkpoints, so a
+// resumed run continues exactly where it stopped.
+import type { PlayedEpisode, Policy, PolicyMode, PolicyStep } from '../agent/policy.ts';
+import type { Trainer } from '../engine/train/trainer.ts';
+import type { Model } from '../engine/model.ts';
+
+export const ALGORITHMS = ['ppo', 'a2c', 'reinforce', 'grpo', 'dqn', 'bc'] as const;
+export type AlgorithmName = (typeof ALGORITHMS)[number];
+
+export interface UpdateContext<S extends PolicyStep = PolicyStep> {
+  model: Model;
+  policy: Policy<S>;
+  trainer: Trainer;
+  /** 0, 1, 2...: which update this is. */
+  update: number;
+  /** Seed of this update's episodes (reset seeds and sampling), derived from the run's seed and the update. */
+  seed: number;
+  /** Called as each episode finishes (progress). */
+  onEpisode?: (episode: PlayedEpisode) => void;
+}
+
+export interface UpdateResult {
+  /** Every episode played, failed ones included (error set): the driver stores and reports them. */
+  episodes: PlayedEpisode[];
+  /** Charts: losses and algorithm-specific figures (e.g. 'ppo/kl_coef'), by name. */
+  metrics: Record<string, number>;
+}
+
+export interface Algorithm<S extends PolicyStep = PolicyStep> {
+  readonly name: AlgorithmName;
+  /** Policy modes it supports ('choice' and/or 'text'). */
+  readonly modes: readonly PolicyMode[];
+  /** Episodes one update plays. */
+  readonly episodesPerUpdate: number;
+  /** AdamW learning rate. */
+  readonly learningRate: number;
+  update(context: UpdateContext<S>): Promise<UpdateResult>;
+  /** State to checkpoint (JSON), and to restore from. */
+  state(): unknown;
+  restore(state: unknown): void;
+  /** Frees what the algorithm holds on the GPU (e.g. DQN's target network). */
+  dispose?(): void;
+}
+
+/** Episodes an update can learn from: those whose environment did not fail. */
+export function usable<E extends PlayedEpisode>(episodes: E[]): E[] {
+  return episodes.filter((e) => !e.error && e.steps.length > 0);
+}
+
+/** An update's n reset seeds: seed, seed + 1, ... (the driver spaces updates' seeds so they never overlap). */
+export function episodeSeeds(seed: number, n: number): number[] {
+  return Array.from({ length: n }, (_, i) => seed + i);
+}
+
+/** The figures every update reports about its episodes. */
+export function episodeMetrics(episodes: readonly PlayedEpisode[]): Record<string, number> {
+  const ok = usable([...episodes]);
+  const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
+  return {
+    'charts/episodic_return': mean(ok.map((e) => e.totalReward)),
+    'charts/success_rate': mean(ok.map((e) => (e.success ? 1 : 0))),
+    'charts/episodic_length': mean(ok.map((e) => e.steps.length)),
+    'charts/failed_episodes': episodes.length - ok.length,
+  };
+}
+
+/** The trainer's step metrics under CleanRL's chart names. */
+export function lossMetrics(m: { 'losses/total': number; 'losses/grad_norm': number; 'losses/value_grad_norm': number; 'charts/learning_rate': number; skipped: boolean; terms: Record<string, number> }): Record<string, number> {
+  return {
+    'losses/total': m['losses/total'],
+    'losses/grad_norm': m['losses/grad_norm'],
+    'losses/value_loss': m.terms['losses/value'],
+    'charts/learning_rate': m['charts/learning_rate'],
+    'losses/skipped_steps': m.skipped ? 1 : 0,
+  };
+}

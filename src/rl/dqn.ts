@@ -1,0 +1,170 @@
+// DQN (Mnih et al. 2015) for action-level policies, CleanRL's dqn.py in structure. Q(s, a) is a
+// linear head on the model's final hidden state at the last token of candidate a written after
+// state s (the value head, reused as a Q head), so the LoRA adapter and the head learn together.
+//
+//   acting    ε-greedy over Q(s, ·) of the valid actions, ε decaying linearly over the episodes
+//   replay    transitions (s, a, r, terminated, s' with its candidates) in a ring buffer
+//   target    y = r + γ (1 − terminated) max_a' Q_target(s', a'), Q_target a copy of the adapter
+//             and head refreshed every targetUpdateInterval updates; a step cut off by the episode
+//             limit has no listed next actions and does not bootstrap
+//   loss      ½ (Q(s, a) − y)² over sampled minibatches, several gradient steps per update
+//
+// Resuming restores the replay buffer; the target network is re-copied from the online one.
+import { mulberry32 } from '../common/random.ts';
+import { ChoicePolicy, type ChoiceState, type ChoiceStep, type ScoredState } from '../agent/choice-policy.ts';
+import type { GpuLoraAdapter } from '../engine/lora/gpu-adapter.ts';
+import type { TrainBatch } from '../engine/train/batch.ts';
+import type { Trainer } from '../engine/train/trainer.ts';
+import type { Model } from '../engine/model.ts';
+import { episodeMetrics, episodeSeeds, lossMetrics, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
+import { epsilonGreedy, linearSchedule, ReplayBuffer, tdTargets } from './td.ts';
+
+export interface DqnConfig {
+  /** Episodes played (and stored as transitions) per update. */
+  episodesPerUpdate: number;
+  gamma: number;
+  bufferSize: number;
+  /** Transitions per gradient step. */
+  batchSize: number;
+  /** Gradient steps per update. */
+  gradientSteps: number;
+  /** Transitions in the buffer before training starts. */
+  learningStarts: number;
+  /** Updates between refreshes of the target network. */
+  targetUpdateInterval: number;
+  epsilonStart: number;
+  epsilonEnd: number;
+  /** Episodes over which ε decays from start to end. */
+  explorationEpisodes: number;
+  learningRate: number;
+}
+
+export const DQN_DEFAULTS: DqnConfig = {
+  episodesPerUpdate: 8,
+  gamma: 0.99,
+  bufferSize: 10_000,
+  batchSize: 16,
+  gradientSteps: 2,
+  learningStarts: 16,
+  targetUpdateInterval: 4,
+  epsilonStart: 1,
+  epsilonEnd: 0.05,
+  explorationEpisodes: 500,
+  learningRate: 1e-3,
+};
+
+interface Transition {
+  context: number[];
+  action: number[];
+  reward: number;
+  terminated: boolean;
+  /** The next state and its candidates; null when the episode ended (or was cut off) here. */
+  next: { context: number[]; actionTokens: number[][] } | null;
+}
+
+interface QHead {
+  weight: Float32Array;
+  bias: number;
+}
+
+export function dqn(config: DqnConfig = DQN_DEFAULTS): Algorithm<ChoiceStep> {
+  const buffer = new ReplayBuffer<Transition>({ capacity: config.bufferSize, seed: 0 });
+  const epsilon = linearSchedule({ start: config.epsilonStart, end: config.epsilonEnd, duration: config.explorationEpisodes });
+  let target: { adapter: GpuLoraAdapter; head: QHead } | undefined;
+  return {
+    name: 'dqn',
+    modes: ['choice'],
+    episodesPerUpdate: config.episodesPerUpdate,
+    learningRate: config.learningRate,
+
+    async update({ model, policy, trainer, update, seed, onEpisode }: UpdateContext<ChoiceStep>): Promise<UpdateResult> {
+      if (!(policy instanceof ChoicePolicy) || !policy.options.adapter) throw new RangeError('DQN scores Q-values over listed actions: it needs the action-level (choice) mode with a LoRA adapter');
+      const online = policy.options.adapter;
+      if (!target || update % config.targetUpdateInterval === 0) target = await refreshTarget(model, online, trainer, target);
+      // 1. ε-greedy episodes on the online Q.
+      const head = await readHead(trainer);
+      const eps = epsilon(update * config.episodesPerUpdate);
+      const random = mulberry32(seed ^ 0x68e31da4);
+      const choose = (_: ChoiceState[], scored: ScoredState[]) => scored.map((s) => epsilonGreedy(qValues(head, s.candidateHidden!), eps, random));
+      const played = await policy.play(episodeSeeds(seed, config.episodesPerUpdate).map((s) => ({ seed: s })), { choose, onEpisode });
+      for (const episode of usable(played)) {
+        episode.steps.forEach((step, t) => {
+          const following = episode.steps[t + 1];
+          buffer.push({
+            context: step.context,
+            action: step.actionTokens[step.chosen],
+            reward: step.reward,
+            terminated: step.terminated,
+            next: following ? { context: following.context, actionTokens: following.actionTokens } : null,
+          });
+        });
+      }
+      const metrics: Record<string, number> = { ...episodeMetrics(played), 'charts/epsilon': eps, 'dqn/buffer_size': buffer.size };
+      if (buffer.size < config.learningStarts) return { episodes: played, metrics };
+      // 2. Gradient steps on replayed minibatches against the target network.
+      const sampling = mulberry32(seed ^ 0x1b873593);
+      for (let g = 0; g < config.gradientSteps; g++) {
+        const batch = buffer.sample(config.batchSize, sampling);
+        const withNext = batch.filter((x) => x.next !== null);
+        const nextScores = await policy.scoreStates(withNext.map((x) => x.next!), target.adapter, true);
+        const nextQ = new Map(withNext.map((x, i) => [x, qValues(target!.head, nextScores[i].candidateHidden!)]));
+        const targets = tdTargets(batch.map((x) => ({ reward: x.reward, terminated: x.terminated, nextQ: nextQ.get(x) ?? [] })), config.gamma);
+        const step = await trainer.step(qRegression(batch, targets, policy.options.microBatch), { value: 1 });
+        Object.assign(metrics, lossMetrics(step), { 'losses/td_loss': step.terms['losses/value'], 'losses/q_target': targets.reduce((a, b) => a + b, 0) / targets.length });
+      }
+      return { episodes: played, metrics };
+    },
+
+    dispose() {
+      target?.adapter.dispose();
+      target = undefined;
+    },
+
+    state: () => buffer.toJSON(),
+    restore(state) {
+      buffer.load(state as ReturnType<typeof buffer.toJSON>);
+    },
+  };
+}
+
+/** Q(s, a) = w · h_a + b for each candidate's final hidden state. */
+function qValues(head: QHead, hidden: Float32Array[]): number[] {
+  return hidden.map((h) => {
+    let q = head.bias;
+    for (let i = 0; i < h.length; i++) q += head.weight[i] * h[i];
+    return q;
+  });
+}
+
+async function readHead(trainer: Trainer): Promise<QHead> {
+  const params = await trainer.valueHead.parameters.read();
+  return { weight: params.get('value.weight')!, bias: params.get('value.bias')![0] };
+}
+
+async function refreshTarget(model: Model, online: GpuLoraAdapter, trainer: Trainer, previous?: { adapter: GpuLoraAdapter }): Promise<{ adapter: GpuLoraAdapter; head: QHead }> {
+  previous?.adapter.dispose();
+  return { adapter: model.uploadAdapter(await online.toHost()), head: await readHead(trainer) };
+}
+
+/**
+ * Training sequences that regress Q(s, a) to y: the state, the action, then one filler token, so that
+ * the row of the action's last token (which predicts the filler) carries the value loss. The filler's
+ * own log-prob has weight 0.
+ */
+function qRegression(batch: Transition[], targets: number[], microBatch: number): TrainBatch[] {
+  const batches: TrainBatch[] = [];
+  for (let start = 0; start < batch.length; start += microBatch) {
+    const part = batch.slice(start, start + microBatch);
+    const sequences = part.map((x) => [...x.context, ...x.action, 0]);
+    const last = (seq: number[]) => seq.map((_, t) => (t === seq.length - 1 ? 1 : 0));
+    batches.push({
+      sequences,
+      actionMask: sequences.map(last),
+      advantages: sequences.map((seq) => seq.map(() => 0)),
+      valueMask: sequences.map(last),
+      returns: sequences.map((seq, i) => seq.map((_, t) => (t === seq.length - 1 ? targets[start + i] : 0))),
+      oldValues: sequences.map((seq) => seq.map(() => 0)),
+    });
+  }
+  return batches;
+}

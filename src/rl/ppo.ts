@@ -1,0 +1,164 @@
+// PPO (Schulman et al. 2017) for LLM agents, CleanRL's ppo.py in structure: collect a batch of
+// episodes with values, compute GAE, then several epochs of shuffled minibatch updates of the
+// clipped surrogate, the clipped value loss and an entropy bonus, with a KL penalty to the reference
+// model (the adapter off) whose coefficient is fixed or adapts to a target.
+//
+//   δ_t   = r_t + γ V(s_{t+1}) − V(s_t);   A_t = Σ_k (γλ)^k δ_{t+k};   R_t = A_t + V(s_t)
+//   ρ_t   = π(a_t|s_t) / π_old(a_t|s_t)
+//   loss  = −min(ρ A, clip(ρ, 1 ± ε) A) + c_V ½ max((V − R)², (V_clip − R)²) − c_H H(π) + β k3(π, π_ref)
+//   adaptive β (Ziegler et al. 2019): e = clip(KL / KL_target − 1, ±0.2), β ← β (1 + e), KL being the
+//   mean per-episode Σ_t (log π − log π_ref) of the batch just played
+//   early stop: an epoch ends the update once the minibatch's approx KL(π_old‖π) exceeds 1.5 · target_kl
+import { mulberry32 } from '../common/random.ts';
+import type { PolicyStep, UpdateItem } from '../agent/policy.ts';
+import { gae, normalizeAdvantages } from './advantages.ts';
+import { episodeMetrics, episodeSeeds, lossMetrics, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
+
+export interface PpoConfig {
+  /** Episodes collected per update. */
+  episodesPerUpdate: number;
+  /** Passes over the collected steps per update. */
+  updateEpochs: number;
+  /** Minibatches per epoch. */
+  numMinibatches: number;
+  gamma: number;
+  /** GAE λ. */
+  gaeLambda: number;
+  /** Surrogate clipping coefficient ε. */
+  clipCoef: number;
+  /** Clip range of the value update around the old value (0: no clipping). */
+  valueClip: number;
+  /** Value loss coefficient c_V. */
+  valueCoef: number;
+  /** Entropy bonus coefficient c_H. */
+  entropyCoef: number;
+  /** KL-to-reference coefficient β (its start, when adaptive). 0: no reference model at all. */
+  klCoef: number;
+  /** Adapt β towards this per-episode KL to the reference (null: β stays fixed). */
+  klTarget: number | null;
+  /** Stop an update's epochs once the approx KL(π_old‖π) of a minibatch exceeds 1.5 × this (null: never). */
+  targetKl: number | null;
+  /** Normalise advantages per minibatch. */
+  normalizeAdvantages: boolean;
+  learningRate: number;
+}
+
+export const PPO_DEFAULTS: PpoConfig = {
+  episodesPerUpdate: 8,
+  updateEpochs: 2,
+  numMinibatches: 2,
+  gamma: 1,
+  gaeLambda: 0.95,
+  clipCoef: 0.2,
+  valueClip: 0.2,
+  valueCoef: 0.5,
+  entropyCoef: 0.01,
+  klCoef: 0.02,
+  klTarget: null,
+  targetKl: 0.05,
+  normalizeAdvantages: true,
+  learningRate: 3e-3,
+};
+
+export function ppo(config: PpoConfig = PPO_DEFAULTS): Algorithm {
+  let klCoef = config.klCoef;
+  return {
+    name: 'ppo',
+    modes: ['choice', 'text'],
+    episodesPerUpdate: config.episodesPerUpdate,
+    learningRate: config.learningRate,
+
+    async update({ policy, trainer, seed, onEpisode }: UpdateContext): Promise<UpdateResult> {
+      // 1. Rollouts with V(s) and, for the KL penalty, the reference log-probs.
+      const played = await policy.play(episodeSeeds(seed, config.episodesPerUpdate).map((s) => ({ seed: s })), { values: true, reference: klCoef > 0, onEpisode });
+      const episodes = usable(played);
+      if (episodes.length === 0) return { episodes: played, metrics: episodeMetrics(played) };
+      // 2. GAE per episode; a truncated episode bootstraps from the value of where it stopped.
+      const items: UpdateItem<PolicyStep>[] = episodes.flatMap((e) => {
+        const last = e.steps[e.steps.length - 1];
+        const { advantages, returns } = gae(
+          e.steps.map((s) => s.reward),
+          e.steps.map((s) => s.value!),
+          { terminated: last.terminated, finalValue: e.finalValue },
+          { gamma: config.gamma, lambda: config.gaeLambda },
+        );
+        return e.steps.map((step, t) => ({ step, advantage: advantages[t], return: returns[t] }));
+      });
+      // 3. Epochs of shuffled minibatches.
+      const random = mulberry32(seed ^ 0x2545f491);
+      const size = Math.max(1, Math.ceil(items.length / config.numMinibatches));
+      let last: Awaited<ReturnType<typeof policy.update>> | undefined;
+      let stoppedEarly = 0;
+      const clipFractions: number[] = [];
+      epochs: for (let epoch = 0; epoch < config.updateEpochs; epoch++) {
+        const order = shuffle(items.length, random);
+        for (let start = 0; start < items.length; start += size) {
+          const minibatch = order.slice(start, start + size).map((i) => items[i]);
+          const advantages = minibatch.map((m) => m.advantage);
+          const normalized = config.normalizeAdvantages && minibatch.length > 1 ? normalizeAdvantages(advantages) : advantages;
+          last = await policy.update(
+            trainer,
+            minibatch.map((m, i) => ({ ...m, advantage: normalized[i] })),
+            { objective: 'ppo', clip: config.clipCoef, value: config.valueCoef, valueClip: config.valueClip, entropy: config.entropyCoef, kl: klCoef },
+          );
+          clipFractions.push(last.clipFraction);
+          if (config.targetKl !== null && last.approxKl > 1.5 * config.targetKl) {
+            stoppedEarly = 1;
+            break epochs;
+          }
+        }
+      }
+      // 4. The KL coefficient follows its target.
+      const klToReference = mean(episodes.map((e) => e.steps.reduce((sum, s) => sum + (s.referenceLogProb === undefined ? 0 : s.logProb - s.referenceLogProb), 0)));
+      const usedKlCoef = klCoef;
+      if (config.klTarget !== null && klCoef > 0) klCoef *= 1 + Math.min(Math.max(klToReference / config.klTarget - 1, -0.2), 0.2);
+      const values = items.map((i) => i.step.value!);
+      const returns = items.map((i) => i.return!);
+      return {
+        episodes: played,
+        metrics: {
+          ...episodeMetrics(played),
+          ...lossMetrics(last!),
+          'losses/entropy': last!.entropy,
+          'losses/approx_kl': last!.approxKl,
+          'losses/clipfrac': mean(clipFractions),
+          'losses/explained_variance': explainedVariance(values, returns),
+          'ppo/kl_to_reference': klToReference,
+          'ppo/kl_coef': usedKlCoef,
+          'ppo/stopped_early': stoppedEarly,
+        },
+      };
+    },
+
+    state: () => ({ klCoef }),
+    restore(state) {
+      const saved = (state as { klCoef?: unknown } | null)?.klCoef;
+      if (typeof saved !== 'number') throw new RangeError(`not a PPO state: ${JSON.stringify(state)}`);
+      klCoef = saved;
+    },
+  };
+}
+
+function mean(xs: readonly number[]): number {
+  return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0;
+}
+
+/** Fisher–Yates over 0..n-1 from a seeded stream. */
+function shuffle(n: number, random: () => number): number[] {
+  const order = Array.from({ length: n }, (_, i) => i);
+  for (let i = n - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [order[i], order[j]] = [order[j], order[i]];
+  }
+  return order;
+}
+
+/** 1 − Var(R − V) / Var(R): how much of the returns' variance the value head explains (CleanRL's chart). */
+export function explainedVariance(values: readonly number[], returns: readonly number[]): number {
+  const variance = (xs: readonly number[]) => {
+    const m = mean(xs);
+    return mean(xs.map((x) => (x - m) ** 2));
+  };
+  const v = variance(returns);
+  return v === 0 ? NaN : 1 - variance(returns.map((r, i) => r - values[i])) / v;
+}

@@ -1,0 +1,196 @@
+// A training run, the same in the Node CLI and the browser app: a policy on a model, an algorithm
+// and a trajectory store. Update after update it plays episodes, stores them, trains, stores the
+// metrics and a checkpoint (adapter, value head, optimiser moments, the algorithm's own state and the
+// run's progress). Started again on the same run, it resumes from the last checkpoint: the update
+// that was cut short is played again from the same seeds with the same weights, so it produces the
+// same episodes, and those already stored are kept as they are.
+import { makePolicy } from '../agent/policies.ts';
+import type { PlayedEpisode, PolicyMode } from '../agent/policy.ts';
+import type { PromptFormat } from '../agent/transcript.ts';
+import type { LoraSettings } from '../engine/lora/adapter.ts';
+import type { GpuLoraAdapter } from '../engine/lora/gpu-adapter.ts';
+import type { Model } from '../engine/model.ts';
+import { MemoryModelSource } from '../engine/model/memory-source.ts';
+import { checkpointFiles, readCheckpoint, type Checkpoint as TrainingCheckpoint } from '../engine/train/checkpoint.ts';
+import { Trainer } from '../engine/train/trainer.ts';
+import { ValueHead } from '../engine/train/value-head.ts';
+import type { EnvModule } from '../env/types.ts';
+import type { StepInput, TrajectoryStore } from '../store/types.ts';
+import { ALGORITHM_DEFAULTS, makeAlgorithm, type AlgorithmName } from './index.ts';
+
+/** Everything that defines a run (stored with it, JSON). */
+export interface TrainConfig {
+  /** Where the model came from (a folder or URL), for the record and for resuming checks. */
+  model: string;
+  /** A built-in environment id or a custom environment's file. */
+  env: string;
+  mode: PolicyMode;
+  algo: AlgorithmName;
+  /** Episodes to play in total. */
+  episodes: number;
+  seed: number;
+  difficulty: number;
+  format: PromptFormat;
+  /** Choice mode: score actions by their mean token log-prob. */
+  lengthNormalize: boolean;
+  /** Text mode: sampling temperature and the longest action. */
+  temperature: number;
+  maxActionTokens: number;
+  /** Training sequences per forward/backward. */
+  microBatch: number;
+  lora: LoraSettings;
+  /** Overrides of the algorithm's defaults. */
+  algorithm: Record<string, unknown>;
+}
+
+export const TRAIN_DEFAULTS: Omit<TrainConfig, 'model' | 'env' | 'algo' | 'episodes'> = {
+  mode: 'choice',
+  seed: 0,
+  difficulty: 1,
+  format: 'plain',
+  lengthNormalize: true,
+  temperature: 1,
+  maxActionTokens: 32,
+  microBatch: 16,
+  lora: { r: 8, alpha: 16, targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'], rslora: false, dropout: 0, layers: null },
+  algorithm: {},
+};
+
+/** What a checkpoint records about the run beyond the weights. */
+interface Progress {
+  updates: number;
+  episodes: number;
+  algorithm: unknown;
+}
+
+export interface RunProgress {
+  update: number;
+  episodes: number;
+  totalEpisodes: number;
+  metrics: Record<string, number>;
+}
+
+export interface RunHooks {
+  /** After every update (its metrics are stored by then). */
+  onUpdate?: (progress: RunProgress) => void;
+  /** As each episode finishes (before the update trains on it). */
+  onEpisode?: (episode: PlayedEpisode) => void;
+  /** Environment failures and resumption notes, one line each. */
+  onLog?: (message: string) => void;
+  /** After each checkpoint, with the trained adapter's host copy (e.g. to write the PEFT folder). */
+  onCheckpoint?: (checkpoint: TrainingCheckpoint<Progress>) => void | Promise<void>;
+  /** Stops between updates (the run is 'paused' and resumes later). */
+  signal?: AbortSignal;
+}
+
+export interface RunOutcome {
+  status: 'finished' | 'paused';
+  updates: number;
+  episodes: number;
+  resumedFrom: number | null;
+  /** The trained adapter, on the GPU (the caller disposes it). */
+  adapter: GpuLoraAdapter;
+  /** Metrics of the last update. */
+  lastMetrics: Record<string, number>;
+}
+
+/** The settings that must match for a run to be resumed. */
+const IDENTITY: (keyof TrainConfig)[] = ['model', 'env', 'mode', 'algo', 'seed', 'difficulty', 'format', 'lengthNormalize', 'lora', 'algorithm', 'temperature', 'maxActionTokens'];
+
+/** Trains (or resumes) run `runId` in `store`. */
+export async function trainRun(model: Model, env: EnvModule, store: TrajectoryStore, runId: string, config: TrainConfig, hooks: RunHooks = {}): Promise<RunOutcome> {
+  const algorithm = makeAlgorithm(config.algo, config.algorithm);
+  if (!algorithm.modes.includes(config.mode)) throw new RangeError(`${config.algo} works in ${algorithm.modes.join(' or ')} mode, not ${config.mode}`);
+  if (!(config.episodes > 0)) throw new RangeError(`--episodes must be a positive number, got ${config.episodes}`);
+
+  // 1. The run: new, or resumed with the same settings.
+  const existing = await store.getRun(runId);
+  if (existing) {
+    const stored = existing.config as unknown as TrainConfig;
+    const different = IDENTITY.filter((key) => JSON.stringify(stored[key]) !== JSON.stringify(config[key]));
+    if (different.length > 0) {
+      throw new Error(
+        `run ${runId} was started with other settings (${different.map((k) => `${k}: ${JSON.stringify(stored[k])} then, ${JSON.stringify(config[k])} now`).join('; ')}); ` +
+          'resume it with the same settings, or start a new run elsewhere',
+      );
+    }
+    await store.updateRun(runId, { status: 'running', config: config as unknown as Record<string, unknown> });
+  } else {
+    await store.createRun({ id: runId, config: config as unknown as Record<string, unknown> });
+  }
+  const saved = await store.latestCheckpoint(runId);
+  const checkpoint = saved ? await readCheckpoint<Progress>(new MemoryModelSource(saved.files, `${runId} checkpoint ${saved.step}: `), model.config) : undefined;
+  if (checkpoint) hooks.onLog?.(`resuming ${runId} after update ${checkpoint.progress.updates} (${checkpoint.progress.episodes} episodes)`);
+
+  // 2. The adapter, value head, optimiser and algorithm state, fresh or from the checkpoint.
+  const adapter = model.uploadAdapter(checkpoint?.adapter ?? model.createAdapter(config.lora, config.seed));
+  const valueHead = new ValueHead(model.gpu, model.config.hiddenSize, checkpoint?.valueHead);
+  const trainer = new Trainer(model.gpuModel, { train: adapter, valueHead, optimizer: { schedule: { kind: 'constant', lr: algorithm.learningRate } }, seed: config.seed });
+  const policy = makePolicy(model, { ...config, env, reset: { split: 'train', difficulty: config.difficulty }, adapter, valueHead });
+  let updates = checkpoint?.progress.updates ?? 0;
+  let episodes = checkpoint?.progress.episodes ?? 0;
+  let lastMetrics: Record<string, number> = {};
+  try {
+    if (checkpoint) {
+      trainer.loadOptimizerState(checkpoint.optimizer);
+      algorithm.restore(checkpoint.progress.algorithm);
+    }
+    // 3. Updates until the episode budget is spent.
+    while (episodes < config.episodes) {
+      if (hooks.signal?.aborted) {
+        await store.updateRun(runId, { status: 'paused' });
+        return { status: 'paused', updates, episodes, resumedFrom: checkpoint?.progress.updates ?? null, adapter, lastMetrics };
+      }
+      const result = await algorithm.update({
+        model, policy, trainer, update: updates,
+        seed: config.seed * 1_000_003 + updates * algorithm.episodesPerUpdate,
+        onEpisode: hooks.onEpisode,
+      });
+      const first = updates * algorithm.episodesPerUpdate;
+      for (const [i, episode] of result.episodes.entries()) {
+        if (episode.error) hooks.onLog?.(`episode ${first + i} (seed ${episode.seed}) ended early: ${episode.error}`);
+        if (await store.getEpisode(runId, first + i)) continue; // stored before an interruption: the same episode
+        await store.addEpisode(
+          { runId, index: first + i, envId: env.id, seed: episode.seed, split: 'train', totalReward: episode.totalReward, success: episode.success, length: episode.steps.length, createdAt: Date.now(), ...(episode.error ? { error: episode.error } : {}) },
+          episode.steps.map((step, t): StepInput => ({ t, observation: step.observation, action: step.action, reward: step.reward, terminated: step.terminated, truncated: step.truncated, info: step.info, tokens: step.tokens })),
+        );
+      }
+      updates++;
+      episodes += result.episodes.length;
+      lastMetrics = { ...result.metrics, 'charts/episodes': episodes, 'charts/updates': updates };
+      // Killed after the metrics but before the checkpoint, this update runs again: log it once.
+      const logged = (await store.listMetrics(runId, 'charts/updates')).some((m) => m.value === updates);
+      const time = Date.now();
+      if (!logged) await store.addMetrics(Object.entries(lastMetrics).map(([name, value]) => ({ runId, step: episodes, name, value, time })));
+      const saving: TrainingCheckpoint<Progress> = {
+        adapter: await adapter.toHost(),
+        valueHead: await readValueHead(valueHead),
+        optimizer: await trainer.optimizerState(),
+        progress: { updates, episodes, algorithm: algorithm.state() },
+      };
+      await store.saveCheckpoint({ runId, step: updates, files: checkpointFiles(saving) });
+      await hooks.onCheckpoint?.(saving);
+      hooks.onUpdate?.({ update: updates, episodes, totalEpisodes: config.episodes, metrics: lastMetrics });
+    }
+    await store.updateRun(runId, { status: 'finished' });
+    return { status: 'finished', updates, episodes, resumedFrom: checkpoint?.progress.updates ?? null, adapter, lastMetrics };
+  } catch (error) {
+    adapter.dispose();
+    await store.updateRun(runId, { status: 'failed', note: (error as Error).message }).catch(() => undefined);
+    throw error;
+  } finally {
+    algorithm.dispose?.();
+    trainer.dispose();
+    valueHead.dispose();
+  }
+}
+
+/** The training defaults with the algorithm's own, for display (e.g. `rlplay train --help`). */
+export function describeDefaults(algo: AlgorithmName): Record<string, unknown> {
+  return { ...ALGORITHM_DEFAULTS[algo] };
+}
+
+async function readValueHead(valueHead: ValueHead): Promise<{ weight: Float32Array; bias: number }> {
+  const params = await valueHead.parameters.read();
+  return { weight: params.get('value.weight')!, bias: params.get('value.bias')![0] };
+}

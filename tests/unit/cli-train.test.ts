@@ -1,0 +1,129 @@
+// rlplay train / collect / export as a user runs them (`node bin/rlplay.js ...` in a child process),
+// on stories260K with a custom environment from a file, some of whose episodes throw or loop forever.
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { STORIES260K_DIR } from '../support/model-folder.ts';
+
+const run = promisify(execFile);
+const CLI = join(import.meta.dirname, '../../bin/rlplay.js');
+const FLAKY = join(import.meta.dirname, '../fixtures/envs/flaky-coin.js');
+
+async function rlplay(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [CLI, ...args], { maxBuffer: 64 * 2 ** 20 });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const e = error as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+const trainArgs = (out: string, episodes: number) => [
+  'train', '--model', STORIES260K_DIR, '--env', FLAKY, '--algo', 'reinforce', '--episodes', String(episodes),
+  '--set', 'episodesPerUpdate=4', '--step-timeout', '500', '--seed', '1', '--out', out,
+];
+
+interface Line {
+  index: number;
+  seed: number;
+  totalReward: number;
+  error?: string;
+  steps: { action: string }[];
+}
+const trajectories = async (dir: string): Promise<Line[]> =>
+  (await readFile(join(dir, 'trajectories.jsonl'), 'utf8')).trim().split('\n').map((line) => JSON.parse(line) as Line).sort((a, b) => a.index - b.index);
+
+describe.skipIf(!existsSync(STORIES260K_DIR))('rlplay train, collect and export', () => {
+  let root: string;
+  beforeAll(async () => {
+    root = await mkdtemp(join(tmpdir(), 'rlplay-cli-train-'));
+  });
+  afterAll(async () => {
+    await rm(root, { recursive: true, force: true });
+  });
+
+  test('train on a custom environment file: broken episodes end alone with their reason, the run goes on and writes everything', async () => {
+    const out = join(root, 'straight');
+    const { code, stderr } = await rlplay(...trainArgs(out, 12));
+    expect(stderr).toMatch(/episode 0 \(seed 1000003\) ended early: .*step\(\) threw at step 1: Error: the coin rolled away/);
+    expect(stderr).toMatch(/episode 4 \(seed 1000007\) ended early: .*step\(\) did not finish within 500 ms/);
+    expect(code).toBe(0);
+    for (const file of ['metrics.jsonl', 'trajectories.jsonl', 'report.json', 'adapter_config.json', 'adapter_model.safetensors']) expect(existsSync(join(out, file))).toBe(true);
+    const episodes = await trajectories(out);
+    expect(episodes.map((e) => e.index)).toEqual(Array.from({ length: 12 }, (_, i) => i));
+    expect(episodes.filter((e) => e.error).map((e) => e.index)).toEqual([0, 4, 10]);
+    expect(episodes.filter((e) => !e.error).every((e) => e.steps.length === 1 && ['heads', 'tails'].includes(e.steps[0].action))).toBe(true);
+    const report = JSON.parse(await readFile(join(out, 'report.json'), 'utf8'));
+    expect(report).toMatchObject({ status: 'finished', episodes: 12, updates: 3, config: { algo: 'reinforce', mode: 'choice' } });
+    const metrics = (await readFile(join(out, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
+    expect(metrics.filter((m) => m.name === 'charts/failed_episodes').map((m) => m.value)).toEqual([1, 1, 1]);
+  });
+
+  test('killed mid-run and started again with the same --out, it resumes and ends as an uninterrupted run would', async () => {
+    const straight = join(root, 'straight-20');
+    expect((await rlplay(...trainArgs(straight, 20))).code).toBe(0);
+
+    const out = join(root, 'killed');
+    const child = spawn(process.execPath, [CLI, ...trainArgs(out, 20)], { stdio: 'ignore' });
+    // Kill it hard once two updates are checkpointed.
+    await new Promise<void>((resolve, reject) => {
+      const timer = setInterval(() => {
+        const checkpoints = existsSync(join(out, 'checkpoints')) ? readdirSync(join(out, 'checkpoints')).filter((d) => /^\d+$/.test(d)) : [];
+        if (checkpoints.length >= 2) {
+          clearInterval(timer);
+          child.kill('SIGKILL');
+          resolve();
+        }
+      }, 50);
+      child.on('exit', () => {
+        clearInterval(timer);
+        reject(new Error('the run finished before it could be killed'));
+      });
+    });
+    const resumed = await rlplay(...trainArgs(out, 20));
+    expect(resumed.code).toBe(0);
+    expect(resumed.stderr).toMatch(/resuming killed after update [2-4]/);
+    const [a, b] = [await trajectories(straight), await trajectories(out)];
+    expect(b.map((e) => e.index)).toEqual(a.map((e) => e.index));
+    expect(b.map((e) => [e.seed, e.totalReward, e.error ?? null, e.steps.map((s) => s.action)])).toEqual(a.map((e) => [e.seed, e.totalReward, e.error ?? null, e.steps.map((s) => s.action)]));
+    expect(Buffer.compare(await readFile(join(out, 'adapter_model.safetensors')), await readFile(join(straight, 'adapter_model.safetensors')))).toBe(0);
+  });
+
+  test('export --format peft writes an adapter that generate loads', async () => {
+    const exported = join(root, 'exported');
+    const { code, stderr } = await rlplay('export', '--format', 'peft', '--run', join(root, 'straight'), '--out', exported);
+    expect(stderr).toMatch(/PEFT adapter of straight \(update 3/);
+    expect(code).toBe(0);
+    const gen = await rlplay('generate', '--model', STORIES260K_DIR, '--adapter', exported, '--prompt', 'Once', '--max-new-tokens', '4', '--greedy');
+    expect(gen.code).toBe(0);
+    const missing = await rlplay('export', '--format', 'peft', '--run', join(root, 'nothing-here'), '--out', exported);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/not a run folder/);
+  });
+
+  test('collect --expert stores the scripted expert\'s demonstrations', async () => {
+    const out = join(root, 'demos');
+    const { code } = await rlplay('collect', '--model', STORIES260K_DIR, '--env', 'reasoning', '--expert', '--episodes', '3', '--out', out);
+    expect(code).toBe(0);
+    const episodes = await trajectories(out);
+    expect(episodes).toHaveLength(3);
+    expect(episodes.every((e) => (e as unknown as { success: boolean }).success)).toBe(true);
+  });
+
+  test('a custom environment that does not load fails cleanly with the reason', async () => {
+    const broken = join(root, 'broken-env.js');
+    await writeFile(broken, 'export default { id: "broken", make() { return {}; }\n');
+    const { code, stderr } = await rlplay(...trainArgs(join(root, 'never'), 4).map((a) => (a === FLAKY ? broken : a)));
+    expect(code).toBe(1);
+    expect(stderr).toMatch(/broken-env\.js/);
+    expect(stderr).toMatch(/SyntaxError|syntax/i);
+    const unknown = await rlplay('train', '--model', STORIES260K_DIR, '--env', 'tool-uses', '--episodes', '4', '--out', join(root, 'never'));
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/tool-use/);
+  });
+});
