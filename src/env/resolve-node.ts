@@ -57,7 +57,7 @@ export async function resolveEnvironment(spec: string, options: ResolveEnvironme
     env: JSON.stringify(spec),
     method: 'load',
     kind: 'load',
-    problem: `is not a built-in environment${near.length > 0 ? ` (did you mean ${near.map((id) => `"${id}"`).join(' or ')}?)` : ''} nor a file path; the built-ins are ${ids.join(', ')}`,
+    problem: `is neither a built-in environment${near.length > 0 ? ` (did you mean ${near.map((id) => `"${id}"`).join(' or ')}?)` : ''} nor a file path; the built-ins are ${ids.join(', ')}`,
     fix: 'name a built-in by its id, or a custom environment module by its path: a path must start with ./ or / or end in .js or .mjs (e.g. --env ./my-env.js)',
   });
 }

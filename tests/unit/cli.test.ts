@@ -111,7 +111,7 @@ describe.skipIf(!fixturePresent)('rlplay CLI on stories260K', () => {
     expect(report.meanLength.value).toBeGreaterThan(0);
     const unknown = await rlplay('eval', '--model', STORIES260K_DIR, '--env', 'chess', '--episodes', '1');
     expect(unknown.code).not.toBe(0);
-    expect(unknown.stderr).toMatch(/unknown environment "chess"; built-ins: .*tool-use/);
+    expect(unknown.stderr).toMatch(/environment "chess": is neither a built-in environment nor a file path; the built-ins are .*tool-use/);
   });
 
   test('a truncated model.safetensors fails with a clear message and a non-zero exit', async () => {
