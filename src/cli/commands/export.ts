@@ -1,19 +1,29 @@
-// rlplay export: the trained adapter of a run, in a format other tools load. --format peft writes
-// adapter_config.json and adapter_model.safetensors as PEFT does (transformers, vLLM, PEFT itself).
+// rlplay export: a trained adapter in a format other tools load.
+//   --format peft   the adapter of a run (--run): adapter_config.json and adapter_model.safetensors
+//                   as PEFT writes them (transformers, vLLM, PEFT itself)
+//   --format onnx   a base model (--model, or the run's) with an adapter merged in (--run or
+//                   --adapter, or none): a float32 ONNX model folder that transformers.js loads
 import { mkdir, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { Option } from 'commander';
+import { exportOnnx } from '../../engine/export/onnx.ts';
+import type { HostLoraAdapter } from '../../engine/lora/adapter.ts';
 import { peftAdapterFiles, readPeftAdapter } from '../../engine/lora/peft.ts';
-import { MemoryModelSource } from '../../engine/model/memory-source.ts';
-import { openModelSource } from '../../engine/model/source-node.ts';
 import { parseModelConfig } from '../../engine/model/config.ts';
+import { loadModelFiles } from '../../engine/model/load.ts';
+import { MemoryModelSource } from '../../engine/model/memory-source.ts';
 import { readJsonFile } from '../../engine/model/source.ts';
+import { openAdapterSource, openModelSource } from '../../engine/model/source-node.ts';
+import type { ModelConfig, ModelSource } from '../../engine/model/types.ts';
 import { FileTrajectoryStore } from '../../store/files.ts';
+import { byteProgress } from '../progress.ts';
 
 interface ExportFlags {
-  format: 'peft';
-  run: string;
+  format: 'peft' | 'onnx';
+  run?: string;
+  model?: string;
+  adapter?: string;
   out: string;
 }
 
@@ -21,27 +31,94 @@ export function registerExport(program: Command): void {
   program
     .command('export')
     .description("write a run's trained adapter in another tool's format")
-    .addOption(new Option('--format <format>', 'peft: a PEFT adapter folder').choices(['peft']).makeOptionMandatory())
-    .requiredOption('--run <dir>', 'the --out folder of rlplay train')
-    .requiredOption('--out <dir>', 'where to write the exported adapter')
+    .addOption(
+      new Option('--format <format>', 'peft: a PEFT adapter folder; onnx: a transformers.js model folder with the adapter merged in')
+        .choices(['peft', 'onnx'])
+        .makeOptionMandatory(),
+    )
+    .option('--run <dir>', 'the --out folder of rlplay train: its latest adapter (peft: required)')
+    .option('--model <dir|url>', 'onnx: the base model folder (default: the model the run trained)')
+    .option('--adapter <dir|url>', 'onnx: a PEFT adapter folder to merge, instead of a run\'s')
+    .requiredOption('--out <dir>', 'where to write the exported folder')
     .action(async (flags: ExportFlags) => {
-      const runDir = resolve(flags.run);
-      const store = new FileTrajectoryStore(dirname(runDir));
-      try {
-        const run = await store.getRun(basename(runDir));
-        if (!run) throw new Error(`${runDir} is not a run folder (no run.json): pass the --out folder of rlplay train`);
-        const checkpoint = await store.latestCheckpoint(run.id);
-        if (!checkpoint) throw new Error(`${runDir} has no checkpoint yet: train for at least one update first`);
-        // Read through the PEFT reader against the base model's config, so a damaged checkpoint fails here, not in the consumer.
-        const model = String(run.config.model);
-        const config = parseModelConfig(await readJsonFile(openModelSource(model), 'config.json'));
-        const adapter = await readPeftAdapter(new MemoryModelSource(checkpoint.files, `${runDir}/checkpoints/${checkpoint.step}/`), config);
-        const out = resolve(flags.out);
-        await mkdir(out, { recursive: true });
-        for (const [name, bytes] of peftAdapterFiles(adapter)) await writeFile(join(out, name), bytes);
-        process.stderr.write(`PEFT adapter of ${run.id} (update ${checkpoint.step}, LoRA r=${adapter.settings.r} on ${adapter.settings.targets.join(', ')}) written to ${out}\n`);
-      } finally {
-        await store.close();
-      }
+      if (flags.format === 'peft') return exportPeft(flags);
+      return exportOnnxFolder(flags);
     });
+}
+
+async function exportPeft(flags: ExportFlags): Promise<void> {
+  if (!flags.run) throw new Error('--format peft needs --run: the --out folder of rlplay train');
+  if (flags.model || flags.adapter) throw new Error('--model and --adapter are for --format onnx; --format peft exports the adapter of --run');
+  const out = resolve(flags.out);
+  await withRunAdapter(flags.run, async (run, readAdapter) => {
+    const config = parseModelConfig(await readJsonFile(openModelSource(run.model), 'config.json'));
+    const adapter = await readAdapter(config);
+    await writeFolder(out, peftAdapterFiles(adapter));
+    process.stderr.write(`PEFT adapter of ${run.id} (update ${run.step}, ${describe(adapter)}) written to ${out}\n`);
+  });
+}
+
+async function exportOnnxFolder(flags: ExportFlags): Promise<void> {
+  if (flags.run && flags.adapter) throw new Error('give either --run (the adapter a run trained) or --adapter (a PEFT adapter folder), not both');
+  if (!flags.run && !flags.model) throw new Error('--format onnx needs --model (the base model folder or URL), or --run to export the model a run trained');
+  const out = resolve(flags.out);
+  const exportWith = async (model: string, readAdapter: ((config: ModelConfig) => Promise<HostLoraAdapter>) | null, origin: string) => {
+    const progress = byteProgress();
+    const files = await loadModelFiles(openModelSource(model), (p) => progress.update(`loading ${p.file}`, p.loadedBytes, p.totalBytes));
+    progress.done();
+    const adapter = readAdapter ? await readAdapter(files.config) : undefined;
+    const folder = await exportOnnx(files, adapter);
+    await writeFolder(out, folder);
+    const bytes = [...folder.values()].reduce((n, b) => n + b.length, 0);
+    const merged = adapter ? `with ${origin} merged in (${describe(adapter)})` : 'without an adapter';
+    process.stderr.write(
+      `ONNX model of ${files.source.location} ${merged} written to ${out} (${(bytes / 2 ** 20).toFixed(1)} MiB, float32): ` +
+        'load it with transformers.js AutoModelForCausalLM.from_pretrained or pipeline("text-generation")\n',
+    );
+  };
+  if (flags.run) {
+    await withRunAdapter(flags.run, (run, readAdapter) => exportWith(flags.model ?? run.model, readAdapter, `the adapter of ${run.id} (update ${run.step})`));
+  } else {
+    const adapterSource = flags.adapter ? openAdapterSource(flags.adapter) : null;
+    await exportWith(flags.model!, adapterSource && ((config) => readPeftAdapter(adapterSource, config)), `adapter ${flags.adapter}`);
+  }
+}
+
+interface RunInfo {
+  id: string;
+  /** The base model the run trained (a folder or URL). */
+  model: string;
+  /** The update of the latest checkpoint. */
+  step: number;
+}
+
+/**
+ * The latest checkpoint of a run folder, read through the PEFT reader against the base model's
+ * config, so a damaged checkpoint fails here, not in the tool that loads the export.
+ */
+async function withRunAdapter(runDir: string, use: (run: RunInfo, readAdapter: (config: ModelConfig) => Promise<HostLoraAdapter>) => Promise<void>): Promise<void> {
+  const dir = resolve(runDir);
+  const store = new FileTrajectoryStore(dirname(dir));
+  try {
+    const run = await store.getRun(basename(dir));
+    if (!run) throw new Error(`${dir} is not a run folder (no run.json): pass the --out folder of rlplay train`);
+    const checkpoint = await store.latestCheckpoint(run.id);
+    if (!checkpoint) throw new Error(`${dir} has no checkpoint yet: train for at least one update first`);
+    const source: ModelSource = new MemoryModelSource(checkpoint.files, `${dir}/checkpoints/${checkpoint.step}/`);
+    await use({ id: run.id, model: String(run.config.model), step: checkpoint.step }, (config) => readPeftAdapter(source, config));
+  } finally {
+    await store.close();
+  }
+}
+
+async function writeFolder(out: string, files: Map<string, Uint8Array>): Promise<void> {
+  for (const [name, bytes] of files) {
+    const path = join(out, name);
+    await mkdir(dirname(path), { recursive: true });
+    await writeFile(path, bytes);
+  }
+}
+
+function describe(adapter: HostLoraAdapter): string {
+  return `LoRA r=${adapter.settings.r} on ${adapter.settings.targets.join(', ')}`;
 }
