@@ -1,7 +1,9 @@
-// Model folders on the local disk (Node only), and the choice between a folder and a URL.
+// Model folders on the local disk (Node only), and the choice between a folder, a URL and a Hub id.
 import { statSync } from 'node:fs';
 import { open, readFile, stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { isHubId } from './hub.ts';
+import { openHubSource } from './hub-node.ts';
 import { HttpModelSource } from './source.ts';
 import { ModelLoadError } from './types.ts';
 import type { ModelSource } from './types.ts';
@@ -70,17 +72,21 @@ export class FileModelSource implements ModelSource {
   }
 }
 
-/** A model source for a location given by a user: an http(s) URL or a local folder that must exist. */
+/**
+ * A model source for a location given by a user: a Hub id (`hf:OWNER/REPO[@REVISION]`, downloaded
+ * into the cache folder, see hub-node.ts), an http(s) URL or a local folder that must exist.
+ */
 export function openModelSource(location: string): ModelSource {
   return openFolder(location, 'model folder', 'config.json, model.safetensors and tokenizer.json');
 }
 
-/** A PEFT adapter folder given by a user: an http(s) URL or a local folder that must exist. */
+/** A PEFT adapter given by a user: a Hub id, an http(s) URL or a local folder that must exist. */
 export function openAdapterSource(location: string): ModelSource {
   return openFolder(location, 'adapter folder', 'adapter_config.json and adapter_model.safetensors');
 }
 
 function openFolder(location: string, what: string, holds: string): ModelSource {
+  if (isHubId(location)) return openHubSource(location);
   if (/^https?:\/\//i.test(location)) return new HttpModelSource(location);
   const folder = resolve(location);
   let isFolder: boolean;
@@ -88,7 +94,7 @@ function openFolder(location: string, what: string, holds: string): ModelSource 
     isFolder = statSync(folder).isDirectory();
   } catch (error) {
     if (!isMissing(error)) throw new ModelLoadError(`${folder} could not be read: ${(error as Error).message}`, folder);
-    throw new ModelLoadError(`${what} ${folder} does not exist; give a folder holding ${holds}, or an http(s) URL of one`, folder);
+    throw new ModelLoadError(`${what} ${folder} does not exist; give a folder holding ${holds}, an http(s) URL of one, or a Hub id hf:OWNER/REPO`, folder);
   }
   if (!isFolder) throw new ModelLoadError(`${folder} is a file, not a folder; give the folder that holds ${holds}`, folder);
   return new FileModelSource(folder);

@@ -1,0 +1,174 @@
+// Hub files cached in a folder (Node only), and Hub sources configured from the environment:
+// HF_ENDPOINT (the Hub's address), HF_TOKEN (gated and private repositories), RLPLAY_CACHE.
+//
+// Layout, under $RLPLAY_CACHE/hub (RLPLAY_CACHE defaults to $XDG_CACHE_HOME/rlplay, else ~/.cache/rlplay):
+//   <owner>--<repo>/<revision>/<file>                       complete files only: a model folder as is
+//   <owner>--<repo>/.state/<revision>/commit                 the commit the revision is pinned to (see hub.ts)
+//   <owner>--<repo>/.state/<revision>/missing/<file>         empty: the repository has no such file
+//   <owner>--<repo>/.state/<revision>/partial/<file>         an interrupted download, written as it arrives
+//   <owner>--<repo>/.state/<revision>/partial-info/<file>.json   its size and ETag
+//   <owner>--<repo>/.tmp/                                    files being written, renamed into place once whole
+// A revision holding "/" (refs/pr/1) is one folder, URL-encoded (refs%2Fpr%2F1). Git refs never start
+// with ".", so .state and .tmp cannot clash with a revision.
+import { randomUUID } from 'node:crypto';
+import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { HubModelSource, parseHubId } from './hub.ts';
+import type { HubCache, HubCacheWriter, HubId, HubSourceOptions, PartialDownload } from './hub.ts';
+
+/** The folder Hub downloads go to in Node. */
+export function hubCacheDir(env: NodeJS.ProcessEnv = process.env): string {
+  const root = env.RLPLAY_CACHE || join(env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'rlplay');
+  return join(resolve(root), 'hub');
+}
+
+/** A source for `hf:OWNER/REPO[@REVISION]`, with the endpoint, token and cache folder from the environment. */
+export function openHubSource(location: string, options: HubSourceOptions = {}): HubModelSource {
+  return new HubModelSource(parseHubId(location), {
+    endpoint: process.env.HF_ENDPOINT,
+    token: process.env.HF_TOKEN,
+    cache: new FolderHubCache(hubCacheDir()),
+    ...options,
+  });
+}
+
+export class FolderHubCache implements HubCache {
+  readonly location: string;
+
+  constructor(root: string) {
+    this.location = resolve(root);
+  }
+
+  /** The folder holding the complete files of a repository at a revision. */
+  folder(id: HubId): string {
+    return join(this.repoDir(id), encodeURIComponent(id.revision));
+  }
+
+  async commit(id: HubId): Promise<string | null> {
+    return (await readOrNull(join(this.stateDir(id), 'commit')))?.toString('utf8').trim() || null;
+  }
+
+  async pin(id: HubId, commit: string): Promise<void> {
+    const previous = await this.commit(id);
+    if (previous === commit) return;
+    if (previous) {
+      await rm(this.folder(id), { recursive: true, force: true });
+      await rm(this.stateDir(id), { recursive: true, force: true });
+    }
+    await this.writeAtomic(id, join(this.stateDir(id), 'commit'), new TextEncoder().encode(commit));
+  }
+
+  async lookup(id: HubId, file: string): Promise<'cached' | 'missing' | null> {
+    if (await isFile(join(this.folder(id), file))) return 'cached';
+    return (await isFile(join(this.stateDir(id), 'missing', file))) ? 'missing' : null;
+  }
+
+  async read(id: HubId, file: string): Promise<Uint8Array | null> {
+    const bytes = await readOrNull(join(this.folder(id), file));
+    return bytes && new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+
+  async markMissing(id: HubId, file: string): Promise<void> {
+    await this.writeAtomic(id, join(this.stateDir(id), 'missing', file), new Uint8Array(0));
+  }
+
+  async partial(id: HubId, file: string): Promise<PartialDownload | null> {
+    const info = await readOrNull(this.partialInfoPath(id, file));
+    const bytes = info && (await readOrNull(this.partialPath(id, file)));
+    if (!info || !bytes) return null;
+    let parsed: { size?: unknown; etag?: unknown };
+    try {
+      parsed = JSON.parse(info.toString('utf8'));
+    } catch {
+      return null;
+    }
+    const { size, etag } = parsed;
+    // All the bytes but no rename: killed between the two; start again rather than trust it.
+    if (typeof size !== 'number' || bytes.length === 0 || bytes.length >= size) return null;
+    return { bytes: new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength), size, etag: typeof etag === 'string' ? etag : null };
+  }
+
+  async startDownload(id: HubId, file: string, info: { size: number | null; etag: string | null; from: number }): Promise<HubCacheWriter> {
+    const partial = this.partialPath(id, file);
+    const partialInfo = this.partialInfoPath(id, file);
+    await mkdir(dirname(partial), { recursive: true });
+    if (info.from === 0) await this.writeAtomic(id, partialInfo, new TextEncoder().encode(JSON.stringify({ size: info.size, etag: info.etag })));
+    // Positioned writes, never appends: two processes downloading the same file write the same bytes at the same places.
+    let handle: FileHandle | null = await open(partial, info.from === 0 ? 'w' : 'r+');
+    const close = async () => {
+      await handle?.close();
+      handle = null;
+    };
+    const forget = () => Promise.all([rm(partial, { force: true }), rm(partialInfo, { force: true })]);
+    return {
+      write: async (chunk, offset) => void (await handle!.write(chunk, 0, chunk.length, offset)),
+      finish: async (bytes) => {
+        await close();
+        // The verified bytes in memory, not the partial file: another process may be writing that one.
+        await this.writeAtomic(id, join(this.folder(id), file), bytes);
+        await Promise.all([forget(), rm(join(this.stateDir(id), 'missing', file), { force: true })]);
+      },
+      interrupt: close, // the bytes received are on disk already
+      discard: async () => {
+        await close();
+        await forget();
+      },
+    };
+  }
+
+  private repoDir(id: HubId): string {
+    return join(this.location, `${id.owner}--${id.repo}`);
+  }
+
+  private stateDir(id: HubId): string {
+    return join(this.repoDir(id), '.state', encodeURIComponent(id.revision));
+  }
+
+  private partialPath(id: HubId, file: string): string {
+    return join(this.stateDir(id), 'partial', file);
+  }
+
+  private partialInfoPath(id: HubId, file: string): string {
+    return join(this.stateDir(id), 'partial-info', `${file}.json`);
+  }
+
+  /** Writes to a temporary file beside the repository's folders, then renames it into place. */
+  private async writeAtomic(id: HubId, path: string, bytes: Uint8Array): Promise<void> {
+    const tmpDir = join(this.repoDir(id), '.tmp');
+    const tmp = join(tmpDir, randomUUID());
+    await mkdir(tmpDir, { recursive: true });
+    await mkdir(dirname(path), { recursive: true });
+    try {
+      await writeFile(tmp, bytes);
+      await rename(tmp, path);
+    } catch (error) {
+      await rm(tmp, { force: true });
+      throw error;
+    }
+  }
+}
+
+async function readOrNull(path: string): Promise<Buffer | null> {
+  try {
+    return await readFile(path);
+  } catch (error) {
+    if (isMissing(error)) return null;
+    throw error;
+  }
+}
+
+async function isFile(path: string): Promise<boolean> {
+  try {
+    return (await stat(path)).isFile();
+  } catch (error) {
+    if (isMissing(error)) return false;
+    throw error;
+  }
+}
+
+function isMissing(error: unknown): boolean {
+  const code = (error as NodeJS.ErrnoException).code;
+  return code === 'ENOENT' || code === 'ENOTDIR';
+}
