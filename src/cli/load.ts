@@ -5,6 +5,11 @@ import type { GpuLoraAdapter } from '../engine/lora/gpu-adapter.ts';
 import { openAdapterSource, openModelSource } from '../engine/model/source-node.ts';
 import { byteProgress } from './progress.ts';
 
+/** What --model takes, for every command's help. */
+export const MODEL_HELP =
+  'a model folder in Hugging Face layout, an http(s) URL of one, or hf:OWNER/REPO[@REV] from the Hugging Face Hub ' +
+  '(downloaded once into a cache: RLPLAY_CACHE, default ~/.cache/rlplay; HF_TOKEN for gated repos; HF_ENDPOINT for a mirror)';
+
 export async function loadModelForCli(location: string, options: { quiet?: boolean; trainable?: boolean } = {}): Promise<Model> {
   const source = openModelSource(location);
   const gpu = await requestNodeGpu({ onLost: (reason) => process.stderr.write(`GPU device lost: ${reason}\n`) });

@@ -1,5 +1,6 @@
 // The rlplay command line. Each command lives in commands/; all run on the same engine as the app.
 import { Command, CommanderError } from 'commander';
+import { curatedModelsHelp } from '../engine/model/hub.ts';
 import { registerCollect } from './commands/collect.ts';
 import { registerEval } from './commands/eval.ts';
 import { registerExport } from './commands/export.ts';
@@ -12,7 +13,8 @@ export async function main(argv: string[]): Promise<number> {
   const program = new Command('rlplay')
     .description('rlplay: reinforcement learning for LLM agents on WebGPU, in the browser and in Node')
     .exitOverride()
-    .showHelpAfterError('(run with --help for usage)');
+    .showHelpAfterError('(run with --help for usage)')
+    .addHelpText('after', `\nSmall models on the Hugging Face Hub that work well (any other Hub id works too):\n${curatedModelsHelp()}\n`);
   registerGenerate(program);
   registerLogprobs(program);
   registerSft(program);

@@ -10,6 +10,7 @@ import { scoreContinuations, type ContinuationOptions, type ContinuationRequest,
 import { initLoraAdapter, type HostLoraAdapter, type LoraSettings } from './lora/adapter.ts';
 import { GpuLoraAdapter } from './lora/gpu-adapter.ts';
 import { readPeftAdapter } from './lora/peft.ts';
+import { peftBaseModelName } from './model/hub.ts';
 
 export class Model {
   readonly gpuModel: GpuModel;
@@ -61,7 +62,7 @@ export class Model {
 
   /** A fresh PEFT-initialised adapter (B = 0: the model is unchanged until it trains). */
   createAdapter(settings: LoraSettings, seed: number): HostLoraAdapter {
-    return initLoraAdapter(this.config, settings, seed, this.files.source.location);
+    return initLoraAdapter(this.config, settings, seed, peftBaseModelName(this.files.source.location));
   }
 
   dispose(): void {

@@ -8,7 +8,7 @@ import { makePolicy } from '../../agent/policies.ts';
 import { TRAIN_DEFAULTS } from '../../rl/run.ts';
 import { FileTrajectoryStore } from '../../store/files.ts';
 import { addAgentOptions, checkAgentFlags, loadEnvironment, promptFormat, type AgentFlags } from '../agent-options.ts';
-import { loadModelAndAdapter } from '../load.ts';
+import { loadModelAndAdapter, MODEL_HELP } from '../load.ts';
 import { parseWholeNumber } from '../parse.ts';
 
 interface CollectFlags extends AgentFlags {
@@ -28,8 +28,8 @@ export function registerCollect(program: Command): void {
   const command = program
     .command('collect')
     .description('play episodes (the model, or the scripted expert) and store them as trajectories.jsonl in --out')
-    .requiredOption('--model <dir|url>', 'model folder in Hugging Face layout, or an http(s) URL of one (it renders the transcripts)')
-    .option('--adapter <dir|url>', 'apply this PEFT LoRA adapter')
+    .requiredOption('--model <dir|url|hf:id>', MODEL_HELP)
+    .option('--adapter <dir|url|hf:id>', 'apply this PEFT LoRA adapter')
     .option('--expert', "let the environment's scripted expert act (demonstrations)")
     .option('--greedy', 'take the most probable action instead of sampling')
     .option('--split <split>', 'train or test instances', 'train')

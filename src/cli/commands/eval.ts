@@ -6,7 +6,7 @@ import { makePolicy } from '../../agent/policies.ts';
 import { evaluatePolicy, type Estimate } from '../../rl/evaluate.ts';
 import { TRAIN_DEFAULTS } from '../../rl/run.ts';
 import { addAgentOptions, checkAgentFlags, loadEnvironment, promptFormat, type AgentFlags } from '../agent-options.ts';
-import { loadModelAndAdapter } from '../load.ts';
+import { loadModelAndAdapter, MODEL_HELP } from '../load.ts';
 import { parseWholeNumber } from '../parse.ts';
 
 interface EvalFlags extends AgentFlags {
@@ -24,8 +24,8 @@ export function registerEval(program: Command): void {
   const command = program
     .command('eval')
     .description('evaluate the greedy policy on held-out environment instances')
-    .requiredOption('--model <dir|url>', 'model folder in Hugging Face layout, or an http(s) URL of one')
-    .option('--adapter <dir|url>', 'apply this PEFT LoRA adapter')
+    .requiredOption('--model <dir|url|hf:id>', MODEL_HELP)
+    .option('--adapter <dir|url|hf:id>', 'apply this PEFT LoRA adapter')
     .option('--split <split>', 'train or test instances', 'test')
     .option('--episodes <n>', 'episodes to play', parseWholeNumber, 50)
     .option('--seed <s>', 'first reset seed (episode i uses seed + i)', parseWholeNumber, 1_000_000)

@@ -37,8 +37,8 @@ export function registerExport(program: Command): void {
         .makeOptionMandatory(),
     )
     .option('--run <dir>', 'the --out folder of rlplay train: its latest adapter (peft: required)')
-    .option('--model <dir|url>', 'onnx: the base model folder (default: the model the run trained)')
-    .option('--adapter <dir|url>', 'onnx: a PEFT adapter folder to merge, instead of a run\'s')
+    .option('--model <dir|url|hf:id>', 'onnx: the base model folder (default: the model the run trained)')
+    .option('--adapter <dir|url|hf:id>', 'onnx: a PEFT adapter folder to merge, instead of a run\'s')
     .requiredOption('--out <dir>', 'where to write the exported folder')
     .action(async (flags: ExportFlags) => {
       if (flags.format === 'peft') return exportPeft(flags);

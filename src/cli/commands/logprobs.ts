@@ -1,6 +1,6 @@
 // rlplay logprobs: per-token log-probabilities (and optionally logits) of a given text or id list.
 import type { Command } from 'commander';
-import { loadModelAndAdapter } from '../load.ts';
+import { loadModelAndAdapter, MODEL_HELP } from '../load.ts';
 import { parseIdList } from '../parse.ts';
 
 interface LogprobsFlags {
@@ -16,8 +16,8 @@ export function registerLogprobs(program: Command): void {
   program
     .command('logprobs')
     .description('score a token sequence: log p(ids[t] | ids[<t]) for every t')
-    .requiredOption('--model <dir|url>', 'model folder in Hugging Face layout, or an http(s) URL of one')
-    .option('--adapter <dir|url>', 'apply this PEFT LoRA adapter (adapter_config.json + adapter_model.safetensors)')
+    .requiredOption('--model <dir|url|hf:id>', MODEL_HELP)
+    .option('--adapter <dir|url|hf:id>', 'apply this PEFT LoRA adapter (adapter_config.json + adapter_model.safetensors)')
     .option('--ids <list>', 'comma-separated token ids, e.g. 1,403,407', parseIdList)
     .option('--text <text>', "text, encoded with the model's tokenizer (BOS added as its config says)")
     .option('--logits', 'also print the raw logits after every position')

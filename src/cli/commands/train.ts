@@ -17,7 +17,7 @@ import { evaluatePolicy, type EvaluationReport } from '../../rl/evaluate.ts';
 import { TRAIN_DEFAULTS, trainRun, type TrainConfig } from '../../rl/run.ts';
 import { FileTrajectoryStore } from '../../store/files.ts';
 import { addAgentOptions, checkAgentFlags, loadEnvironment, promptFormat, type AgentFlags } from '../agent-options.ts';
-import { loadModelForCli } from '../load.ts';
+import { loadModelForCli, MODEL_HELP } from '../load.ts';
 import { parseNumber, parseWholeNumber } from '../parse.ts';
 
 interface TrainFlags extends AgentFlags {
@@ -54,7 +54,7 @@ export function registerTrain(program: Command): void {
   const command = program
     .command('train')
     .description('train a LoRA adapter with reinforcement learning on an environment; run again with the same --out to resume')
-    .requiredOption('--model <dir|url>', 'model folder in Hugging Face layout, or an http(s) URL of one')
+    .requiredOption('--model <dir|url|hf:id>', MODEL_HELP)
     .addOption(new Option('--algo <name>', 'the algorithm').choices(ALGORITHMS as unknown as string[]).default('ppo'))
     .requiredOption('--episodes <n>', 'episodes to play in total', parseWholeNumber)
     .requiredOption('--out <dir>', 'the run folder: trajectories.jsonl, metrics.jsonl, checkpoints, the adapter, report.json')
@@ -126,6 +126,8 @@ export function registerTrain(program: Command): void {
         },
       });
       adapter = outcome.adapter;
+      // Also after the loop: a run killed between its last checkpoint and the adapter files resumes with nothing left to train.
+      for (const [name, bytes] of peftAdapterFiles(await adapter.toHost())) await writeFile(join(out, name), bytes);
       if (process.stderr.isTTY) process.stderr.write('\n');
       const after = flags.evalEpisodes > 0 ? await evaluate(adapter) : undefined;
       const report = {
