@@ -7,10 +7,7 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { LORA_TARGETS, type HostLoraAdapter, type LoraSettings, type LoraTarget } from '../../engine/lora/adapter.ts';
 import type { GpuLoraAdapter } from '../../engine/lora/gpu-adapter.ts';
-import type { Model } from '../../engine/model.ts';
-import { float32Tensor, serializeSafetensors } from '../../engine/model/safetensors.ts';
-import type { HostWeights } from '../../engine/model/types.ts';
-import { hostWeightTensors } from '../../engine/gpu-model.ts';
+import { modelFolderFiles } from '../../engine/model/folder.ts';
 import type { TrainerState } from '../../engine/train/trainer.ts';
 import { peftAdapterFiles } from '../../engine/lora/peft.ts';
 import { FileModelSource } from '../../engine/model/source-node.ts';
@@ -19,7 +16,7 @@ import type { LrSchedule } from '../../engine/train/schedule.ts';
 import { parseSftJsonl, sftBatch, sftSchedule } from '../../engine/train/sft.ts';
 import { Trainer } from '../../engine/train/trainer.ts';
 import { ValueHead } from '../../engine/train/value-head.ts';
-import { loadModelForCli } from '../load.ts';
+import { loadModelForCli, MODEL_HELP } from '../load.ts';
 import { parseNumber, parseWholeNumber } from '../parse.ts';
 
 interface SftFlags {
@@ -61,22 +58,11 @@ async function writeFolder(folder: string, files: Map<string, Uint8Array>): Prom
   await rename(temporary, folder);
 }
 
-/** Files besides the weights that make a model folder usable: config, tokenizer, chat template. */
-const MODEL_FOLDER_FILES = ['config.json', 'generation_config.json', 'tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'chat_template.jinja'];
-
-/** A complete model folder holding `weights`, with the source model's config and tokenizer. */
-async function modelFolderFiles(model: Model, weights: HostWeights): Promise<Map<string, Uint8Array>> {
-  const files = new Map<string, Uint8Array>();
-  for (const name of MODEL_FOLDER_FILES) if (await model.files.source.exists(name)) files.set(name, await model.files.source.readBytes(name));
-  files.set('model.safetensors', serializeSafetensors(hostWeightTensors(weights).map((t) => float32Tensor(t.name, t.shape, t.data))));
-  return files;
-}
-
 export function registerSft(program: Command): void {
   program
     .command('sft')
     .description('supervised fine-tuning of a LoRA adapter on JSONL data (loss on completion tokens only)')
-    .requiredOption('--model <dir|url>', 'base model folder in Hugging Face layout, or an http(s) URL of one')
+    .requiredOption('--model <dir|url|hf:id>', `the base model: ${MODEL_HELP}`)
     .requiredOption('--data <file.jsonl>', 'one {"prompt": ..., "completion": ...} or {"text": ...} object per line')
     .requiredOption('--out <dir>', 'where the adapter, metrics.jsonl and the checkpoint go; run again to resume')
     .option('--lora-r <r>', 'LoRA rank', parseWholeNumber, 8)
