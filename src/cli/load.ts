@@ -1,9 +1,15 @@
 // Loading a model for a CLI command: the GPU, the folder (path or URL), with progress on stderr.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { requestNodeGpu } from '../engine/gpu/node-gpu.ts';
 import { loadModel, type Model } from '../engine/model.ts';
 import type { GpuLoraAdapter } from '../engine/lora/gpu-adapter.ts';
 import { openAdapterSource, openModelSource } from '../engine/model/source-node.ts';
 import { byteProgress } from './progress.ts';
+
+/** The embedded default model, made by `npm run model:default` (scripts/default-model/). */
+export const DEFAULT_MODEL_DIR = fileURLToPath(new URL('../../public/models/rlplay-agent-mini', import.meta.url));
 
 /** What --model takes, for every command's help. */
 export const MODEL_HELP =
@@ -11,6 +17,9 @@ export const MODEL_HELP =
   '(downloaded once into a cache: RLPLAY_CACHE, default ~/.cache/rlplay; HF_TOKEN for gated repos; HF_ENDPOINT for a mirror)';
 
 export async function loadModelForCli(location: string, options: { quiet?: boolean; trainable?: boolean } = {}): Promise<Model> {
+  if (location === DEFAULT_MODEL_DIR && !existsSync(join(location, 'config.json'))) {
+    throw new Error(`the embedded default model is not in ${location}: build it with \`npm run model:default\`, or pass --model with another model`);
+  }
   const source = openModelSource(location);
   const gpu = await requestNodeGpu({ onLost: (reason) => process.stderr.write(`GPU device lost: ${reason}\n`) });
   const progress = options.quiet ? null : byteProgress();

@@ -6,6 +6,7 @@ import { registerEval } from './commands/eval.ts';
 import { registerExport } from './commands/export.ts';
 import { registerGenerate } from './commands/generate.ts';
 import { registerLogprobs } from './commands/logprobs.ts';
+import { registerQuickstart } from './commands/quickstart.ts';
 import { registerSft } from './commands/sft.ts';
 import { registerTrain } from './commands/train.ts';
 
@@ -15,6 +16,7 @@ export async function main(argv: string[]): Promise<number> {
     .exitOverride()
     .showHelpAfterError('(run with --help for usage)')
     .addHelpText('after', `\nSmall models on the Hugging Face Hub that work well (any other Hub id works too):\n${curatedModelsHelp()}\n`);
+  registerQuickstart(program);
   registerGenerate(program);
   registerLogprobs(program);
   registerSft(program);

@@ -1,0 +1,214 @@
+// npm run model:default -- [--seed S] [--out DIR] [--episodes-per-env N] [--noise P] [--epochs E] [--eval-episodes M]
+//
+// Makes rlplay's embedded default model from nothing, deterministically from a seed:
+//   1. episodes of the five built-in environments played by their scripted experts with noise;
+//   2. a byte-level BPE tokenizer trained on those transcripts (scripts/default-model/bpe.ts);
+//   3. a small Llama (tied embeddings, GQA) initialised at random and trained full-parameter with
+//      rlplay's own WGSL engine, the loss on the agents' action tokens of the plain transcripts;
+//   4. its greedy action-level success on each environment's test split, for the model card;
+//   5. the folder in Hugging Face layout, with the model card (README.md) and onnx/model.onnx for
+//      transformers.js.
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { ChoicePolicy } from '../../src/agent/choice-policy.ts';
+import { Transcript } from '../../src/agent/transcript.ts';
+import { mulberry32, seededNormal } from '../../src/common/random.ts';
+import { requestNodeGpu } from '../../src/engine/gpu/node-gpu.ts';
+import { loadModel } from '../../src/engine/model.ts';
+import { exportOnnx, ONNX_MODEL_FILE } from '../../src/engine/export/onnx.ts';
+import { modelFolderFiles } from '../../src/engine/model/folder.ts';
+import { loadModelFiles } from '../../src/engine/model/load.ts';
+import { MemoryModelSource } from '../../src/engine/model/memory-source.ts';
+import { float32Tensor, serializeSafetensors } from '../../src/engine/model/safetensors.ts';
+import type { TrainBatch } from '../../src/engine/train/batch.ts';
+import { Trainer } from '../../src/engine/train/trainer.ts';
+import { BUILTIN_ENVIRONMENTS } from '../../src/env/builtin/index.ts';
+import { evaluatePolicy, type EvaluationReport } from '../../src/rl/evaluate.ts';
+import { trainBpe } from './bpe.ts';
+import { noisyExpertEpisodes, transcriptPieces } from './corpus.ts';
+import { modelCard } from './model-card.ts';
+
+const { values } = parseArgs({
+  options: {
+    seed: { type: 'string', default: '0' },
+    out: { type: 'string', default: 'public/models/rlplay-agent-mini' },
+    'episodes-per-env': { type: 'string', default: '120' },
+    'max-tokens': { type: 'string', default: '1024' },
+    noise: { type: 'string', default: '0.3' },
+    epochs: { type: 'string', default: '2' },
+    'vocab-size': { type: 'string', default: '1024' },
+    'eval-episodes': { type: 'string', default: '50' },
+    'batch-size': { type: 'string', default: '16' },
+    lr: { type: 'string', default: '3e-3' },
+  },
+});
+const seed = Number(values.seed);
+const out = resolve(values.out!);
+const settings = {
+  seed,
+  episodesPerEnv: Number(values['episodes-per-env']),
+  maxTokens: Number(values['max-tokens']),
+  noise: Number(values.noise),
+  epochs: Number(values.epochs),
+  vocabSize: Number(values['vocab-size']),
+  evalEpisodes: Number(values['eval-episodes']),
+  batchSize: Number(values['batch-size']),
+  lr: Number(values.lr),
+};
+const log = (message: string) => process.stderr.write(`${message}\n`);
+
+// 1. Data.
+const envs = [...BUILTIN_ENVIRONMENTS.values()];
+const episodes = await noisyExpertEpisodes(envs, { episodesPerEnv: settings.episodesPerEnv, noise: settings.noise, seed });
+const dataSuccess = Object.fromEntries(envs.map((e) => [e.id, episodes.filter((x) => x.env === e.id && x.success).length / settings.episodesPerEnv]));
+log(`${episodes.length} noisy-expert episodes; success in the data: ${JSON.stringify(dataSuccess)}`);
+
+// 2. Tokenizer.
+const bpe = trainBpe(episodes.flatMap(transcriptPieces), settings.vocabSize, { bos: '<s>', eos: '</s>', pad: '<pad>' });
+log(`tokenizer: ${bpe.vocabSize} tokens`);
+
+// 3. The model: config, random weights, then training.
+const config = {
+  architectures: ['LlamaForCausalLM'],
+  model_type: 'llama',
+  hidden_size: 64,
+  intermediate_size: 192,
+  num_hidden_layers: 4,
+  num_attention_heads: 4,
+  num_key_value_heads: 2,
+  head_dim: 16,
+  vocab_size: bpe.vocabSize,
+  max_position_embeddings: 2048,
+  hidden_act: 'silu',
+  rms_norm_eps: 1e-5,
+  rope_theta: 10000,
+  rope_scaling: null,
+  attention_bias: false,
+  mlp_bias: false,
+  tie_word_embeddings: true,
+  bos_token_id: bpe.ids.bos,
+  eos_token_id: bpe.ids.eos,
+  pad_token_id: bpe.ids.pad,
+  torch_dtype: 'float32',
+  'transformers.js_config': { dtype: 'fp32' },
+};
+const json = (value: unknown) => new TextEncoder().encode(`${JSON.stringify(value, null, 2)}\n`);
+const initial = new Map<string, Uint8Array>([
+  ['config.json', json(config)],
+  ['generation_config.json', json({ bos_token_id: bpe.ids.bos, eos_token_id: bpe.ids.eos, pad_token_id: bpe.ids.pad })],
+  ['tokenizer.json', json(bpe.tokenizer)],
+  ['tokenizer_config.json', json(bpe.config)],
+  ['model.safetensors', serializeSafetensors(initialWeights(config, seed))],
+]);
+const gpu = await requestNodeGpu();
+const model = await loadModel(gpu, new MemoryModelSource(initial, 'rlplay-agent-mini (untrained): '), undefined, { trainable: true });
+const parameters = model.gpuModel.trainable!.parameters.size;
+log(`model: ${(parameters / 1e6).toFixed(2)}M parameters (WebGPU: ${gpu.adapterName})`);
+
+// Long episodes (web-shop pages) keep their first steps up to maxTokens: training time grows with
+// every token, and the early steps carry the format.
+const sequences = episodes.map((episode) => {
+  const transcript = new Transcript(model.tokenizer, 'plain', episode.description);
+  let kept = { ids: [...transcript.ids], actionMask: [...transcript.actionMask] };
+  for (const step of episode.steps) {
+    transcript.addObservation(step.observation);
+    transcript.addAction(transcript.encodeAction(step.action));
+    if (transcript.ids.length > settings.maxTokens) break;
+    kept = { ids: [...transcript.ids], actionMask: [...transcript.actionMask] };
+  }
+  return kept;
+}).filter((s) => s.actionMask.includes(1));
+const longest = Math.max(...sequences.map((s) => s.ids.length));
+const tokens = sequences.reduce((n, s) => n + s.ids.length, 0);
+const stepsPerEpoch = Math.ceil(sequences.length / settings.batchSize);
+const totalSteps = stepsPerEpoch * settings.epochs;
+log(`${sequences.length} transcripts, ${tokens} tokens (longest ${longest}); ${settings.epochs} epochs of ${stepsPerEpoch} steps`);
+
+const trainer = new Trainer(model.gpuModel, {
+  train: 'full',
+  optimizer: { schedule: { kind: 'warmup-cosine', lr: settings.lr, warmupSteps: Math.min(20, Math.floor(totalSteps / 4)), totalSteps, minLrRatio: 0.1 }, weightDecay: 0.01, maxGradNorm: 1 },
+  seed,
+});
+const order = mulberry32(seed ^ 0x9e3779b9);
+const started = performance.now();
+let step = 0;
+let tokensSeen = 0;
+for (let epoch = 0; epoch < settings.epochs; epoch++) {
+  const shuffled = sequences.map((s, i) => ({ s, key: order(), i })).sort((a, b) => a.key - b.key).map(({ s }) => s);
+  for (let start = 0; start < shuffled.length; start += settings.batchSize) {
+    // Micro-batches of similar lengths waste little on padding.
+    const group = shuffled.slice(start, start + settings.batchSize).sort((a, b) => a.ids.length - b.ids.length);
+    const micro: TrainBatch[] = [];
+    for (let i = 0; i < group.length; i += 4) {
+      const part = group.slice(i, i + 4);
+      micro.push({ sequences: part.map((s) => s.ids), actionMask: part.map((s) => s.actionMask) });
+    }
+    const metrics = await trainer.step(micro, { nll: 1 });
+    step++;
+    tokensSeen += group.reduce((n, s) => n + s.ids.length, 0);
+    if (step % 10 === 0 || step === totalSteps) {
+      const seconds = (performance.now() - started) / 1000;
+      log(`step ${step}/${totalSteps}  epoch ${epoch + 1}  action nll ${metrics['losses/total'].toFixed(3)}  ${(tokensSeen / seconds).toFixed(0)} tok/s  ${seconds.toFixed(0)} s`);
+    }
+  }
+}
+trainer.dispose();
+const trainSeconds = (performance.now() - started) / 1000;
+
+// 4. The folder, then the baseline of the trained model, read back from that folder.
+const files = await modelFolderFiles(model, await model.gpuModel.readWeights());
+model.dispose();
+const trained = await loadModel(gpu, new MemoryModelSource(files, 'rlplay-agent-mini: '));
+const baseline: EvaluationReport[] = [];
+for (const env of envs) {
+  const policy = new ChoicePolicy(trained, { env, reset: { split: 'test', difficulty: 1 }, format: 'plain', adapter: null, microBatch: 16, lengthNormalize: true });
+  const report = await evaluatePolicy(policy, { episodes: settings.evalEpisodes, firstSeed: 1_000_000 });
+  baseline.push(report);
+  log(`${env.id}: test-split success ${(100 * report.successRate.value).toFixed(0)}% [${(100 * report.successRate.low).toFixed(0)}, ${(100 * report.successRate.high).toFixed(0)}]`);
+}
+trained.dispose();
+
+// 5. The ONNX export for transformers.js, then the folder, written atomically: a partial folder is
+//    never left in place of the model.
+const onnx = await exportOnnx(await loadModelFiles(new MemoryModelSource(files, 'rlplay-agent-mini: ')));
+files.set(ONNX_MODEL_FILE, onnx.get(ONNX_MODEL_FILE)!);
+files.set('README.md', new TextEncoder().encode(modelCard({ settings, config, parameters, tokens, trainSeconds, dataSuccess, baseline, adapterName: gpu.adapterName })));
+const partial = `${out}.partial`;
+await rm(partial, { recursive: true, force: true });
+await mkdir(partial, { recursive: true });
+for (const [name, bytes] of files) {
+  await mkdir(dirname(join(partial, name)), { recursive: true });
+  await writeFile(join(partial, name), bytes);
+}
+await rm(out, { recursive: true, force: true });
+await rename(partial, out);
+log(`written to ${out}`);
+
+/** N(0, 0.02²) matrices (the output projections scaled by 1/√(2·layers), as GPT-2 does), norms at 1. */
+function initialWeights(c: typeof config, seed: number) {
+  const normal = seededNormal(seed ^ 0x85ebca6b);
+  const matrix = (name: string, rows: number, cols: number, std: number) =>
+    float32Tensor(name, [rows, cols], Float32Array.from({ length: rows * cols }, () => normal() * std));
+  const ones = (name: string, n: number) => float32Tensor(name, [n], new Float32Array(n).fill(1));
+  const C = c.hidden_size;
+  const q = c.num_attention_heads * c.head_dim;
+  const kv = c.num_key_value_heads * c.head_dim;
+  const residualStd = 0.02 / Math.sqrt(2 * c.num_hidden_layers);
+  const tensors = [matrix('model.embed_tokens.weight', c.vocab_size, C, 0.02), ones('model.norm.weight', C)];
+  for (let l = 0; l < c.num_hidden_layers; l++) {
+    const p = `model.layers.${l}`;
+    tensors.push(
+      ones(`${p}.input_layernorm.weight`, C),
+      ones(`${p}.post_attention_layernorm.weight`, C),
+      matrix(`${p}.self_attn.q_proj.weight`, q, C, 0.02),
+      matrix(`${p}.self_attn.k_proj.weight`, kv, C, 0.02),
+      matrix(`${p}.self_attn.v_proj.weight`, kv, C, 0.02),
+      matrix(`${p}.self_attn.o_proj.weight`, C, q, residualStd),
+      matrix(`${p}.mlp.gate_proj.weight`, c.intermediate_size, C, 0.02),
+      matrix(`${p}.mlp.up_proj.weight`, c.intermediate_size, C, 0.02),
+      matrix(`${p}.mlp.down_proj.weight`, C, c.intermediate_size, residualStd),
+    );
+  }
+  return tensors;
+}
