@@ -12,6 +12,11 @@
 // Query (b, t) sits at cache slot cursor.slot0 + t and attends to the slots s <= slot0 + t that hold real
 // tokens. It always attends to itself too, so a padding query gets a finite (unused) output
 // instead of a NaN that could spread through later matmuls.
+//
+// Tree-structured training batches (tree != 0; src/engine/train/batch.ts): keyMask is followed by one
+// (prefix, segment) pair of u32 per query row r = b*T + t, at keyMask[B*maskLen + 2r ..]. The query then
+// sees only the slots s < prefix and segment <= s <= its own slot (still only real ones, and always
+// itself); it skips the slots [prefix, segment) without reading them. With tree = 0 nothing more is read.
 // One invocation per (b, t, h); it streams the keys once with an online softmax. The head dimension
 // is a constant because function-scope arrays need one: the engine specialises it per model
 // by replacing the line below before compiling.
@@ -26,7 +31,7 @@ struct Params {
   S: u32,
   maskLen: u32,
   scale: f32,
-  _pad: u32,
+  tree: u32,
 }
 
 struct Cursor {
@@ -70,7 +75,18 @@ fn attention(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgro
   var runningMax = -3.0e38;
   var denominator = 0.0;
   let cacheBase = (b * p.Hk + kvHead) * p.S;
+  // keys [prefix, segment) are hidden from this query (none without a tree)
+  var prefix = 0u;
+  var segment = 0u;
+  if (p.tree != 0u) {
+    let limits = p.B * p.maskLen + 2u * r;
+    prefix = keyMask[limits];
+    segment = min(keyMask[limits + 1u], slot);
+  }
   for (var s = 0u; s <= slot; s++) {
+    if (s >= prefix && s < segment) {
+      s = segment;
+    }
     let real = s >= p.maskLen || keyMask[b * p.maskLen + s] != 0u || s == slot;
     if (!real) {
       continue;

@@ -41,6 +41,11 @@
 //                        group (h / (H / Hk) == kv head), recomputing p and dS from lse and delta; writes dk and
 //                        dv into the k and v columns of dqkv at row b*T + s. Together the two kernels overwrite
 //                        all of dqkv; rope_backward then un-rotates its dq and dk.
+//                        Tree-structured batches (tree != 0): keyMask [B, maskLen] is followed by a (prefix,
+//                        segment) pair per query row r = b*T + t at keyMask[B*maskLen + 2r ..], as attention.wgsl
+//                        reads it: query t sees key s only if s < prefix or s >= min(segment, t) (besides the
+//                        rules above). The query kernel skips the hidden keys; the key kernel skips the queries
+//                        that do not see its key. With tree = 0 the limits are never read.
 // logits_backward        logits [R, V], targets [R] i32 (< 0: none), gLogprob [R] = dL/d logprob(target),
 //                        gEntropy [R] = dL/d entropy  ->  dlogits [R, V] (overwritten), with p = softmax(row)
 //                        and H its entropy:
@@ -252,7 +257,7 @@ struct AttentionParams {
   S: u32,
   maskLen: u32,
   scale: f32,
-  _pad: u32,
+  tree: u32,
 }
 
 @group(0) @binding(0) var<uniform> attnParams: AttentionParams;
@@ -269,6 +274,12 @@ struct AttentionParams {
 /** Whether key slot s of sequence b is a real token (padding keys are seen only by their own query). */
 fn key_is_real(b: u32, s: u32) -> bool {
   return s >= attnParams.maskLen || attnKeyMask[b * attnParams.maskLen + s] != 0u;
+}
+
+/** Tree batches: the (prefix, segment) limits of query row r, segment clamped to the query's slot t. */
+fn row_limits(r: u32, t: u32) -> vec2<u32> {
+  let at = attnParams.B * attnParams.maskLen + 2u * r;
+  return vec2<u32>(attnKeyMask[at], min(attnKeyMask[at + 1u], t));
 }
 
 @compute @workgroup_size(WG)
@@ -298,7 +309,15 @@ fn attention_backward_query(@builtin(global_invocation_id) gid: vec3<u32>, @buil
   let lse = attnLse[index];
   var delta = 0.0;
   let cacheBase = (b * attnParams.Hk + kvHead) * attnParams.S;
+  // keys [limits.x, limits.y) are hidden from this query (none without a tree)
+  var limits = vec2<u32>(0u, 0u);
+  if (attnParams.tree != 0u) {
+    limits = row_limits(r, t);
+  }
   for (var s = 0u; s <= t; s++) {
+    if (s >= limits.x && s < limits.y) {
+      s = limits.y;
+    }
     if (!(s == t || key_is_real(b, s))) {
       continue;
     }
@@ -354,6 +373,12 @@ fn attention_backward_key(@builtin(global_invocation_id) gid: vec3<u32>, @builti
   let lastQuery = select(s, T - 1u, key_is_real(b, s));
   for (var t = s; t <= lastQuery; t++) {
     let r = b * T + t;
+    if (attnParams.tree != 0u) {
+      let limits = row_limits(r, t);
+      if (s >= limits.x && s < limits.y) {
+        continue; // query t does not see key s
+      }
+    }
     for (var h = kvHead * group; h < (kvHead + 1u) * group; h++) {
       let qBase = r * qkvStride + h * HEAD_DIM;
       let at = r * H + h;

@@ -6,11 +6,17 @@
 //
 // Training: π(a|s) = softmax_b(score_b), so ∂ log π(a|s) / ∂ score_b = 1[b = a] − π_b and the
 // gradient of any per-step loss reaches EVERY candidate. update() works out g_b = ∂L/∂score_b for
-// each step on the host (from the current policy, re-scored), and turns it into one training
-// sequence per candidate (the state, then that candidate) whose tokens carry the policy-gradient
-// weight −g_b (÷ the candidate's length for mean scores): the GPU's −Σ weight · log p(token) then has
-// exactly the gradient Σ_b g_b ∇score_b. The value loss sits on the chosen candidate's sequence, on
-// the row of the state's last token (its own value mask).
+// each step on the host (from the current policy, re-scored), and gives every candidate's tokens, after
+// its state, the policy-gradient weight −g_b (÷ the candidate's length for mean scores): the GPU's
+// −Σ weight · log p(token) then has exactly the gradient Σ_b g_b ∇score_b. The value loss sits on the
+// row of the state's last token, the one that predicts the chosen candidate's first token.
+//
+// The training sequences share prefixes (choiceTrainingBatches): the steps of one episode form a chain
+// (each state is the previous state + its chosen action + an observation), so one tree-structured
+// sequence per episode (src/engine/train/batch.ts) holds them all: the trunk is the last state with its
+// chosen action, every chosen action is a span of it, and every other candidate is a branch that sees
+// the trunk up to its state. Each token is then computed once instead of once per candidate per later
+// step, with the same loss and gradients as one sequence per candidate.
 import { mulberry32 } from '../common/random.ts';
 import type { Model } from '../engine/model.ts';
 import type { TrainBatch } from '../engine/train/batch.ts';
@@ -137,7 +143,24 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
             }
           }),
         );
-        const states = offered.filter((s) => s !== undefined).map((s) => ({ ...s, context: [...s.l.transcript.ids] }));
+        // An episode whose transcript has no room left for its longest candidate is cut short there
+        // (truncated, as by a step limit); one whose first observation does not fit fails.
+        const positions = this.model.gpuModel.ropePositions;
+        const fitting = offered.filter((s) => {
+          if (s === undefined) return false;
+          const needed = s.l.transcript.ids.length + Math.max(...s.actionTokens.map((a) => a.length));
+          if (needed <= positions) return true;
+          const last = s.l.episode.steps.at(-1);
+          if (!last) fail(s.l, new Error(`the first observation (${s.l.transcript.ids.length} tokens) and its longest action leave no room in the model's ${positions} positions`));
+          else {
+            last.truncated = true;
+            s.l.episode.success = last.info?.success === true;
+            s.l.done = true;
+          }
+          options.onEpisode?.(s.l.episode);
+          return false;
+        });
+        const states = fitting.map((s) => ({ ...s!, context: [...s!.l.transcript.ids] }));
         if (states.length === 0) break;
         // 2. One batched scoring of every state's candidates (and of the reference, when asked).
         const scored = await this.scoreStates(states, this.options.adapter, value !== undefined || options.choose !== undefined);
@@ -197,10 +220,13 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
       // A truncated episode's return bootstraps from the value of the observation it stopped at.
       if (value) {
         const cut = live.filter((l) => !l.episode.error && l.episode.steps.at(-1)?.truncated);
-        if (cut.length > 0) {
-          const ids = cut.map((l) => l.transcript.ids);
+        // Cut for lack of context, the final observation may not fit either: its value is then taken as the last state's.
+        const fits = cut.filter((l) => l.transcript.ids.length <= this.model.gpuModel.ropePositions);
+        for (const l of cut) if (!fits.includes(l)) l.episode.finalValue = l.episode.steps.at(-1)!.value;
+        if (fits.length > 0) {
+          const ids = fits.map((l) => l.transcript.ids);
           const { hidden } = await this.model.score(ids, { adapter: this.options.adapter, hiddenAt: ids.map((x) => [x.length - 1]) });
-          cut.forEach((l, i) => (l.episode.finalValue = dot(value.weight, hidden![i][0]) + value.bias));
+          fits.forEach((l, i) => (l.episode.finalValue = dot(value.weight, hidden![i][0]) + value.bias));
         }
       }
       return live.map((l) => l.episode);
@@ -249,38 +275,189 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
       if (valueWeight > 0 && item.return === undefined) throw new RangeError('a value loss needs a return for every step');
       return { step, g, target: item.return ?? 0, oldValue: step.value ?? 0 };
     });
-    // The trainer averages over action tokens; scale so that the loss is the mean over items instead.
+    // The trainer averages over action tokens (each candidate's tokens count once, as in one sequence per
+    // candidate); scale so that the loss is the mean over items instead.
     const actionTokens = items.reduce((n, { step }) => n + step.actionTokens.reduce((m, t) => m + t.length, 0), 0);
     const scale = actionTokens / items.length;
-    const batches: TrainBatch[] = [];
-    let batch = emptyBatch();
-    for (const { step, g, target, oldValue } of perItem) {
-      step.actionTokens.forEach((tokens, b) => {
-        const weight = (-g[b] * scale) / (lengthNormalize ? tokens.length : 1);
-        const P = step.context.length;
-        const sequence = [...step.context, ...tokens];
-        batch.sequences.push(sequence);
-        batch.actionMask.push(sequence.map((_, t) => (t < P ? 0 : 1)));
-        batch.advantages!.push(sequence.map((_, t) => (t < P ? 0 : weight)));
-        // V(s) is the value on the row of the state's last token, the row that predicts the first action token.
-        const onValue = b === step.chosen && valueWeight > 0;
-        batch.valueMask!.push(sequence.map((_, t) => (onValue && t === P ? 1 : 0)));
-        batch.returns!.push(sequence.map((_, t) => (onValue && t === P ? target : 0)));
-        batch.oldValues!.push(sequence.map((_, t) => (onValue && t === P ? oldValue : 0)));
-        if (batch.sequences.length === microBatch) {
-          batches.push(batch);
-          batch = emptyBatch();
-        }
-      });
-    }
-    if (batch.sequences.length > 0) batches.push(batch);
+    const batches = choiceTrainingBatches(perItem, { lengthNormalize, microBatch, scale, value: valueWeight > 0 });
     const metrics = await trainer.step(batches, { pg: 1, value: valueWeight * scale, valueClip: loss.valueClip ?? 0 });
     return { ...metrics, approxKl: approxKl / items.length, clipFraction: clipped / items.length, entropy: entropy / items.length, logProb: logProb / items.length };
   }
 }
 
-function emptyBatch(): TrainBatch {
-  return { sequences: [], actionMask: [], advantages: [], valueMask: [], returns: [], oldValues: [] };
+/** One update item as the training sequences need it: its state, candidates and per-candidate gradients. */
+export interface ChoiceTrainingItem {
+  step: Pick<ChoiceStep, 'context' | 'actionTokens' | 'chosen'>;
+  /** g_b = ∂L/∂score_b of every candidate: its tokens get the weight −g_b · scale (÷ its length when normalised). */
+  g: number[];
+  /** Value target and old value of the state (used with `value`). */
+  target: number;
+  oldValue: number;
+}
+
+export interface ChoiceBatchOptions {
+  lengthNormalize: boolean;
+  /**
+   * The micro-batch size of one sequence per candidate: micro-batches are filled up to microBatch times the
+   * longest [state, candidate] sequence of tokens (padded B × T), so they need no more memory than those did.
+   */
+  microBatch: number;
+  scale: number;
+  /** Regress V(s) on the row of each state's last token. */
+  value: boolean;
+}
+
+/** A rolling hash of every prefix of `tokens`: hashes[n] covers tokens[0, n). */
+function prefixHashes(tokens: number[]): Int32Array {
+  const hashes = new Int32Array(tokens.length + 1);
+  for (let i = 0; i < tokens.length; i++) hashes[i + 1] = (Math.imul(hashes[i], 0x01000193) ^ tokens[i]) | 0;
+  return hashes;
+}
+
+function startsWith(tokens: number[], prefix: number[]): boolean {
+  if (prefix.length > tokens.length) return false;
+  for (let i = prefix.length - 1; i >= 0; i--) if (tokens[i] !== prefix[i]) return false;
+  return true;
+}
+
+/**
+ * The training sequences of an update, tree-structured (src/engine/train/batch.ts). Items whose states
+ * extend one another (the steps of an episode, in any order: each state starts with the previous state and
+ * its chosen action) are chained, every link verified token by token; each chain becomes one sequence:
+ *
+ *   trunk     the chain's last state and its chosen action; each item's chosen action is a span [P, P + n)
+ *             of it (P = its state's length) with that candidate's weight, and its value on row P − 1;
+ *   branches  per item, each other candidate with tokens: [a copy of trunk token P − 1 at position P − 1,
+ *             then the candidate's tokens at P, P + 1, ...], seeing the trunk's tokens [0, P − 1) and itself.
+ *
+ * Items that extend no chain start their own (other episodes, repeated states). A chain too long for one
+ * micro-batch is cut into consecutive pieces, each with the trunk up to its last item. Every candidate's
+ * tokens carry its weight exactly once and every state's value once, so the loss, its action-token count
+ * and its gradients are those of one sequence [state, candidate] per candidate.
+ */
+export function choiceTrainingBatches(items: ChoiceTrainingItem[], options: ChoiceBatchOptions): TrainBatch[] {
+  const { lengthNormalize, scale } = options;
+  if (!(options.microBatch >= 1)) throw new RangeError(`microBatch must be at least 1, got ${options.microBatch}`);
+  // 1. Chains, states by increasing length: an item joins the longest chain whose last state + action it starts with.
+  interface Chain {
+    items: ChoiceTrainingItem[];
+    /** The last item's state and chosen action. */
+    tokens: number[];
+    hash: number;
+  }
+  const chains: Chain[] = [];
+  let longest = 0; // the longest [state, candidate] sequence: the memory of one old micro-batch row
+  const ordered = items.map((item, i) => ({ item, i })).sort((a, b) => a.item.step.context.length - b.item.step.context.length || a.i - b.i);
+  for (const { item } of ordered) {
+    const { context, actionTokens, chosen } = item.step;
+    if (context.length === 0) throw new RangeError('a step with an empty context: its first action token has nothing to predict it');
+    if (!(chosen >= 0 && chosen < actionTokens.length)) throw new RangeError(`a step chose candidate ${chosen} of ${actionTokens.length}`);
+    if (item.g.length !== actionTokens.length) throw new RangeError(`${item.g.length} candidate gradients for ${actionTokens.length} candidates`);
+    for (const tokens of actionTokens) longest = Math.max(longest, context.length + tokens.length);
+    const hashes = prefixHashes(context);
+    let best: Chain | undefined;
+    for (const chain of chains) {
+      const last = chain.items[chain.items.length - 1].step.context.length;
+      if (last >= context.length || chain.tokens.length > context.length || hashes[chain.tokens.length] !== chain.hash) continue;
+      if ((!best || chain.tokens.length > best.tokens.length) && startsWith(context, chain.tokens)) best = chain;
+    }
+    const tokens = [...context, ...actionTokens[chosen]];
+    const hash = prefixHashes(tokens)[tokens.length];
+    if (best) {
+      best.items.push(item);
+      best.tokens = tokens;
+      best.hash = hash;
+    } else {
+      chains.push({ items: [item], tokens, hash });
+    }
+  }
+  // 2. Pieces of chains within the token budget of one old micro-batch.
+  const budget = options.microBatch * longest;
+  const branchTokens = (item: ChoiceTrainingItem) => item.step.actionTokens.reduce((n, t, b) => n + (b === item.step.chosen || t.length === 0 ? 0 : t.length + 1), 0);
+  const end = (item: ChoiceTrainingItem) => item.step.context.length + item.step.actionTokens[item.step.chosen].length;
+  const pieces: { trunk: number[]; items: ChoiceTrainingItem[]; length: number }[] = [];
+  for (const chain of chains) {
+    let piece: ChoiceTrainingItem[] = [];
+    let branches = 0;
+    const close = () => {
+      const trunkEnd = end(piece[piece.length - 1]);
+      pieces.push({ trunk: chain.tokens.slice(0, trunkEnd), items: piece, length: trunkEnd + branches });
+    };
+    for (const item of chain.items) {
+      if (piece.length > 0 && end(item) + branches + branchTokens(item) > budget) {
+        close();
+        piece = [];
+        branches = 0;
+      }
+      piece.push(item);
+      branches += branchTokens(item);
+    }
+    close();
+  }
+  // 3. The sequences, longest first, into micro-batches of at most `budget` padded tokens.
+  pieces.sort((a, b) => b.length - a.length);
+  const batches: TrainBatch[] = [];
+  let batch: TrainBatch | undefined;
+  let batchLength = 0;
+  for (const piece of pieces) {
+    if (!batch || (batch.sequences.length + 1) * batchLength > budget) {
+      batch = { sequences: [], actionMask: [], advantages: [], valueMask: [], returns: [], oldValues: [], positions: [], segmentStart: [], attendPrefix: [] };
+      batchLength = piece.length;
+      batches.push(batch);
+    }
+    const sequence = [...piece.trunk];
+    const n = sequence.length;
+    const zeros = () => new Array<number>(n).fill(0);
+    const actionMask = zeros();
+    const advantages = zeros();
+    const valueMask = zeros();
+    const returns = zeros();
+    const oldValues = zeros();
+    const positions = sequence.map((_, t) => t);
+    const segmentStart = zeros();
+    const attendPrefix = zeros();
+    const weight = (item: ChoiceTrainingItem, b: number) => (-item.g[b] * scale) / (lengthNormalize ? item.step.actionTokens[b].length : 1);
+    for (const item of piece.items) {
+      const { context, actionTokens, chosen } = item.step;
+      const P = context.length;
+      for (let t = P; t < P + actionTokens[chosen].length; t++) {
+        actionMask[t] = 1;
+        advantages[t] = weight(item, chosen);
+      }
+      // V(s) is the value on the row of the state's last token, the row that predicts the first action token.
+      if (options.value && actionTokens[chosen].length > 0) {
+        valueMask[P] = 1;
+        returns[P] = item.target;
+        oldValues[P] = item.oldValue;
+      }
+      actionTokens.forEach((tokens, b) => {
+        if (b === chosen || tokens.length === 0) return;
+        const start = sequence.length;
+        const w = weight(item, b);
+        [context[P - 1], ...tokens].forEach((token, i) => {
+          sequence.push(token);
+          positions.push(P - 1 + i);
+          segmentStart.push(start);
+          attendPrefix.push(P - 1);
+          actionMask.push(i === 0 ? 0 : 1);
+          advantages.push(i === 0 ? 0 : w);
+          valueMask.push(0);
+          returns.push(0);
+          oldValues.push(0);
+        });
+      });
+    }
+    batch.sequences.push(sequence);
+    batch.actionMask.push(actionMask);
+    batch.advantages!.push(advantages);
+    batch.valueMask!.push(valueMask);
+    batch.returns!.push(returns);
+    batch.oldValues!.push(oldValues);
+    batch.positions!.push(positions);
+    batch.segmentStart!.push(segmentStart);
+    batch.attendPrefix!.push(attendPrefix);
+  }
+  return batches;
 }
 
 function dot(a: Float32Array, b: Float32Array): number {

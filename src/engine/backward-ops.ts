@@ -19,6 +19,11 @@ export interface AttentionBackwardShape {
   S: number;
   /** Columns of keyMask; slots >= maskLen are real tokens. */
   maskLen: number;
+  /**
+   * A tree-structured batch: keyMask [B, maskLen] is followed by a (prefix, segment) pair of u32 per query
+   * row [B*T, 2], and query t sees only the keys s < prefix and segment <= s <= t (src/engine/train/batch.ts).
+   */
+  tree?: boolean;
 }
 
 export class BackwardOps {
@@ -105,6 +110,6 @@ export class BackwardOps {
     if (s.D !== this.kernels.headDim) throw new RangeError(`attention backward: head_dim ${s.D} but kernels specialised for ${this.kernels.headDim}`);
     if (s.T > s.S) throw new RangeError(`attention backward: ${s.T} tokens exceed the cache's ${s.S} slots`);
     if (s.H % s.Hk !== 0) throw new RangeError(`attention backward: ${s.H} query heads are not a multiple of ${s.Hk} kv heads`);
-    return this.uniform('attention backward', [s.B, s.T, s.H, s.Hk, s.S, s.maskLen, { f32: 1 / Math.sqrt(s.D) }]);
+    return this.uniform('attention backward', [s.B, s.T, s.H, s.Hk, s.S, s.maskLen, { f32: 1 / Math.sqrt(s.D) }, s.tree ? 1 : 0]);
   }
 }

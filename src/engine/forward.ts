@@ -24,6 +24,11 @@ export interface ForwardShape {
   maxRows: number;
   /** The LoRA adapter applied in every forward of this state (null: the base model). */
   adapter: GpuLoraAdapter | null;
+  /**
+   * Tree-structured training batches (src/engine/train/batch.ts): keyMask also holds a (prefix, segment)
+   * pair per row after its B * maskLen flags, and attention honours them. Whole sequences only (slot0 = 0).
+   */
+  tree?: boolean;
 }
 
 /** Buffers as bytes per row, to size forward chunks before allocating anything. */
@@ -120,7 +125,7 @@ export class ForwardState {
     this.ops = new OpBuilder(model.kernels);
     this.kCache = Array.from({ length: numLayers }, (_, l) => buffer(cacheBytes, `k cache ${l}`));
     this.vCache = Array.from({ length: numLayers }, (_, l) => buffer(cacheBytes, `v cache ${l}`));
-    this.keyMask = buffer(B * maskLen * 4, 'key mask');
+    this.keyMask = buffer((B * maskLen + (shape.tree ? 2 * maxRows : 0)) * 4, 'key mask');
     this.ids = buffer(maxRows * 4, 'ids');
     this.positions = buffer(maxRows * 4, 'positions');
     this.cursor = uniformBuffer(device, [0, 0, 0, 0], 'cursor');
@@ -218,7 +223,7 @@ export class ForwardState {
         ...this.lora(l, 'k_proj', a, a.h1, a.qkv, R, qkvWidth, H * D),
         ...this.lora(l, 'v_proj', a, a.h1, a.qkv, R, qkvWidth, (H + Hk) * D),
         ops.ropeAndStoreKv(a.qkv, this.positions, model.rope, this.kCache[l], this.vCache[l], this.cursor, dims),
-        ops.attention(a.qkv, this.kCache[l], this.vCache[l], this.keyMask, a.attended, a.lse, this.cursor, { ...dims, maskLen: shape.maskLen }),
+        ops.attention(a.qkv, this.kCache[l], this.vCache[l], this.keyMask, a.attended, a.lse, this.cursor, { ...dims, maskLen: shape.maskLen, tree: shape.tree }),
         ...ops.matmul(a.attended, layer.o, layer.oBias, this.x, { M: R, accumulate: true }),
         ...this.lora(l, 'o_proj', a, a.attended, this.x, R, C),
         ...this.saveResidual(a.xMid, R),

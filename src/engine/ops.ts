@@ -118,13 +118,17 @@ export class OpBuilder {
     return this.kernels.dispatch('rope_and_store_kv', [params, qkv, positions, rope, kCache, vCache, cursor], grid(R * (s.H + 2 * s.Hk), 64));
   }
 
-  /** Causal GQA of the T new tokens of each sequence against the cache; out [B*T, H*D], lse [B*T, H]. */
+  /**
+   * Causal GQA of the T new tokens of each sequence against the cache; out [B*T, H*D], lse [B*T, H].
+   * With `tree` (training of tree-structured batches, slot0 = 0), keyMask [B, maskLen] is followed by a
+   * (prefix, segment) pair of u32 per query row, [B*T, 2]: query t sees only slots s < prefix and segment <= s <= t.
+   */
   attention(
     qkv: GPUBuffer, kCache: GPUBuffer, vCache: GPUBuffer, keyMask: GPUBuffer, out: GPUBuffer, lse: GPUBuffer, cursor: GPUBuffer,
-    s: { B: number; T: number; H: number; Hk: number; D: number; S: number; maskLen: number },
+    s: { B: number; T: number; H: number; Hk: number; D: number; S: number; maskLen: number; tree?: boolean },
   ): Dispatch {
     if (s.D !== this.kernels.headDim) throw new RangeError(`attention: head_dim ${s.D} but kernels specialised for ${this.kernels.headDim}`);
-    const params = this.uniform('attention', [s.B, s.T, s.H, s.Hk, s.S, s.maskLen, { f32: 1 / Math.sqrt(s.D) }]);
+    const params = this.uniform('attention', [s.B, s.T, s.H, s.Hk, s.S, s.maskLen, { f32: 1 / Math.sqrt(s.D) }, s.tree ? 1 : 0]);
     return this.kernels.dispatch('attention', [params, qkv, kCache, vCache, keyMask, out, cursor, lse], grid(s.B * s.T * s.H, 64));
   }
 

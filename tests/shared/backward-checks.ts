@@ -9,8 +9,8 @@ import { Kernels } from '../../src/engine/gpu/kernels.ts';
 import { OpBuilder } from '../../src/engine/ops.ts';
 import * as bwd from '../../src/engine/reference/backward.ts';
 import * as ref from '../../src/engine/reference/ops.ts';
-import { assertClose, randomArray, seededRandom } from './assert.ts';
-import { paddingMask, queryColumns, randomRopeTable, run } from './gpu-cases.ts';
+import { assert, assertClose, maxAbsDiff, randomArray, seededRandom } from './assert.ts';
+import { cursorBuffer, paddingMask, queryColumns, randomRopeTable, run } from './gpu-cases.ts';
 import type { GpuCheck } from './kernel-checks.ts';
 
 export interface ReferenceCheck {
@@ -158,6 +158,77 @@ const attentionBackwardCheck: GpuCheck = {
         const expected = bwd.attentionBackward(q, kCache, vCache, mask, dout, { ...s, slot0: 0 });
         assertClose(await readFloat32(gpu.device, deltaGpu, R * H), expected.delta, `delta ${JSON.stringify(s)}`, 1e-5, 1e-5);
         assertClose(await readFloat32(gpu.device, dqkvGpu, R * width), packedGradient(expected, s), `dqkv ${JSON.stringify(s)}`, 1e-5, 1e-5);
+      });
+    }
+  },
+};
+
+/**
+ * Random tree limits: a (prefix, segment) pair per query row b*T + t with prefix <= segment <= t (slot0 = 0),
+ * mixing plain causal rows (0, 0), rows that see only themselves (prefix 0, segment t) and rows with a hidden range.
+ */
+export function randomRowLimits(random: () => number, B: number, T: number): Uint32Array {
+  const limits = new Uint32Array(B * T * 2);
+  for (let r = 0; r < B * T; r++) {
+    const t = r % T;
+    const kind = random();
+    const segment = kind < 0.15 ? 0 : kind < 0.3 ? t : Math.floor(random() * (t + 1));
+    limits[2 * r] = kind < 0.15 ? 0 : Math.floor(random() * (segment + 1));
+    limits[2 * r + 1] = segment;
+  }
+  // and each sequence's last query sees only itself, so that the limits always hide something
+  for (let b = 0; b < B; b++) limits[2 * (b * T + T - 1) + 1] = T - 1;
+  return limits;
+}
+
+/** keyMask [B, maskLen] followed by the row limits, as the tree-structured attention kernels read them. */
+function withLimits(mask: Uint32Array, limits: Uint32Array): Uint32Array {
+  const out = new Uint32Array(mask.length + limits.length);
+  out.set(mask);
+  out.set(limits, mask.length);
+  return out;
+}
+
+const treeAttentionCheck: GpuCheck = {
+  name: 'tree-structured attention: forward, attention_backward_query and attention_backward_key honour per-row (prefix, segment) limits',
+  async run(gpu) {
+    const random = seededRandom(109);
+    // the training shapes, and a longer sequence where the query kernels skip whole hidden ranges
+    for (const s of [...ATTENTION_SHAPES, { B: 2, T: 19, H: 4, Hk: 2, D: 8, S: 19, maskLen: 19 }]) {
+      await withOps(gpu, s.D, async (ops, forwardOps) => {
+        const { B, T, H, Hk, D, S, maskLen } = s;
+        const R = B * T;
+        const width = (H + 2 * Hk) * D;
+        const qkv = randomArray(random, R * width, 2);
+        const kCache = randomArray(random, B * Hk * S * D, 2);
+        const vCache = randomArray(random, B * Hk * S * D);
+        const mask = paddingMask(B, maskLen);
+        const limits = randomRowLimits(random, B, T);
+        const dout = randomArray(random, R * H * D);
+        const q = queryColumns(qkv, R, H, Hk, D);
+        const tree = { ...s, slot0: 0, rowLimits: limits };
+        const forward = ref.attention(q, kCache, vCache, mask, tree);
+        // the limits must matter, or this checks nothing beyond the causal case
+        const causal = ref.attention(q, kCache, vCache, mask, { ...s, slot0: 0 });
+        assert(maxAbsDiff(forward.out, causal.out) > 1e-2, `the random tree limits of ${JSON.stringify(s)} change no output`);
+
+        const [qkvGpu, kGpu, vGpu, maskGpu, doutGpu] = [qkv, kCache, vCache, withLimits(mask, limits), dout].map((data) => storageFrom(gpu.device, data, 'input'));
+        const outGpu = storageFrom(gpu.device, randomArray(random, R * H * D, 100), 'out');
+        const lseGpu = storageFrom(gpu.device, randomArray(random, R * H, 100), 'lse');
+        const deltaGpu = storageBuffer(gpu.device, R * H * 4, 'delta');
+        const dqkvGpu = storageFrom(gpu.device, randomArray(random, R * width, 100), 'dqkv');
+        const shape = { ...s, tree: true };
+        run(gpu, [
+          forwardOps.attention(qkvGpu, kGpu, vGpu, maskGpu, outGpu, lseGpu, cursorBuffer(gpu.device, 0, 0), shape),
+          ops.attentionBackwardQuery(qkvGpu, kGpu, vGpu, maskGpu, doutGpu, lseGpu, deltaGpu, dqkvGpu, shape),
+          ops.attentionBackwardKey(qkvGpu, kGpu, vGpu, maskGpu, doutGpu, lseGpu, deltaGpu, dqkvGpu, shape),
+        ]);
+        const what = JSON.stringify(s);
+        assertClose(await readFloat32(gpu.device, outGpu, R * H * D), forward.out, `tree attention out ${what}`, 1e-5, 1e-5);
+        assertClose(await readFloat32(gpu.device, lseGpu, R * H), forward.lse, `tree attention lse ${what}`, 1e-5, 1e-5);
+        const expected = bwd.attentionBackward(q, kCache, vCache, mask, dout, tree);
+        assertClose(await readFloat32(gpu.device, deltaGpu, R * H), expected.delta, `tree delta ${what}`, 1e-5, 1e-5);
+        assertClose(await readFloat32(gpu.device, dqkvGpu, R * width), packedGradient(expected, s), `tree dqkv ${what}`, 1e-5, 1e-5);
       });
     }
   },
@@ -338,7 +409,7 @@ const embeddingBackwardCheck: GpuCheck = {
 };
 
 export const backwardChecks: GpuCheck[] = [
-  rmsnormBackwardCheck, siluMulBackwardCheck, ropeBackwardCheck, attentionBackwardCheck, attentionChainCheck, logitsBackwardCheck, siluGridCheck, embeddingBackwardCheck,
+  rmsnormBackwardCheck, siluMulBackwardCheck, ropeBackwardCheck, attentionBackwardCheck, treeAttentionCheck, attentionChainCheck, logitsBackwardCheck, siluGridCheck, embeddingBackwardCheck,
 ];
 
 // ---- the float64 references against finite differences ----------------------------------------
@@ -426,6 +497,7 @@ export const backwardReferenceChecks: ReferenceCheck[] = [
         { B: 2, T: 4, H: 4, Hk: 2, D: 4, S: 5, maskLen: 4, slot0: 0 },
         { B: 2, T: 3, H: 6, Hk: 2, D: 4, S: 6, maskLen: 3, slot0: 0 },
         { B: 2, T: 2, H: 3, Hk: 1, D: 4, S: 6, maskLen: 4, slot0: 3 }, // a later chunk against a padded prompt
+        { B: 2, T: 6, H: 4, Hk: 2, D: 4, S: 6, maskLen: 6, slot0: 0, rowLimits: randomRowLimits(random, 2, 6) }, // tree-structured
       ];
       for (const s of shapes) {
         const q = random64(random, s.B * s.T * s.H * s.D, 2);

@@ -3,7 +3,7 @@
 import { readFloat32, storageBuffer, storageFrom } from '../../src/engine/gpu/buffers.ts';
 import { encodeDispatches, Kernels } from '../../src/engine/gpu/kernels.ts';
 import { referenceTokenLoss } from '../../src/engine/reference/loss.ts';
-import { INPUT_FLOATS, LOSS_PARAMS_BYTES, lossDispatches, packLossInputs, writeLossParams, type LossWeights, type TokenLossInputs } from '../../src/engine/train/loss.ts';
+import { INPUT_FLOATS, LOSS_METRICS, LOSS_PARAMS_BYTES, lossDispatches, packLossInputs, writeLossParams, type LossWeights, type TokenLossInputs } from '../../src/engine/train/loss.ts';
 import { GpuModel, hostWeightTensors, MAX_TRAINABLE_PARAMETERS } from '../../src/engine/gpu-model.ts';
 import { loadModel } from '../../src/engine/model.ts';
 import { loadModelFiles } from '../../src/engine/model/load.ts';
@@ -15,8 +15,12 @@ import { referenceForward, type ReferenceDropout } from '../../src/engine/refere
 import { entropy, logSoftmax } from '../../src/engine/reference/ops.ts';
 import { packBatch, type PackedBatch, type TrainBatch } from '../../src/engine/train/batch.ts';
 import { TrainingState } from '../../src/engine/train/graph.ts';
+import { Trainer } from '../../src/engine/train/trainer.ts';
+import type { GpuContext } from '../../src/engine/gpu/device.ts';
+import type { GpuLoraAdapter } from '../../src/engine/lora/gpu-adapter.ts';
+import type { Model } from '../../src/engine/model.ts';
 import { ValueHead } from '../../src/engine/train/value-head.ts';
-import { assert, assertClose, randomArray, seededRandom } from './assert.ts';
+import { assert, assertClose, maxAbsDiff, randomArray, seededRandom } from './assert.ts';
 import { MemoryModelSource, tinyModelFiles, type TinyModelOptions } from './tiny-model.ts';
 import type { GpuCheck } from './kernel-checks.ts';
 
@@ -93,7 +97,8 @@ function referenceLoss(
 ): number {
   const padded = padLeft(batch.sequences, 0);
   const { vocabSize: V, hiddenSize: C } = model.config;
-  const ref = referenceForward(model.config, base, padded.ids, padded.mask, adapter, dropout);
+  const layout = packed.rowLimits || packed.maxPosition !== undefined ? { positions: packed.positions, rowLimits: packed.rowLimits } : {};
+  const ref = referenceForward(model.config, base, padded.ids, padded.mask, adapter, dropout, layout);
   const R = packed.B * packed.T;
   const lp = new Float64Array(R);
   const ent = new Float64Array(R);
@@ -108,7 +113,7 @@ function referenceLoss(
     v[r] = sum;
   }
   const column = (c: number) => Float64Array.from({ length: R }, (_, r) => packed.lossInputs[r * INPUT_FLOATS + c]);
-  const inputs: TokenLossInputs = { mask: column(0), advantage: column(1), oldLogprob: column(2), refLogprob: column(3), returns: column(4), oldValue: column(5) };
+  const inputs: TokenLossInputs = { mask: column(0), advantage: column(1), oldLogprob: column(2), refLogprob: column(3), returns: column(4), oldValue: column(5), valueMask: column(6) };
   return referenceTokenLoss(weights, lp, ent, v, inputs).loss;
 }
 
@@ -424,4 +429,247 @@ const fullGradientCheck: GpuCheck = {
   },
 };
 
-export const trainChecks: GpuCheck[] = [lossCheck, gradientCheck, trainableModelCheck, fullGradientCheck];
+// ---- tree-structured (shared-prefix) batches -----------------------------------------------------
+
+/** Per-token loss inputs of one sequence (or one branch's own tokens). */
+interface TokenValues {
+  actionMask: number[];
+  advantages: number[];
+  oldLogprobs: number[];
+  refLogprobs: number[];
+  returns: number[];
+  oldValues: number[];
+  valueMask: number[];
+}
+
+const VALUE_KEYS = ['actionMask', 'advantages', 'oldLogprobs', 'refLogprobs', 'returns', 'oldValues', 'valueMask'] as const;
+
+/** A trunk and branches that continue its prefixes: branch i continues trunk[0, P) with its own tokens. */
+interface TreeCase {
+  trunk: number[];
+  trunkValues: TokenValues;
+  branches: { P: number; tokens: number[]; values: TokenValues }[];
+}
+
+function emptyTrainBatch(): TrainBatch & Required<Pick<TrainBatch, (typeof VALUE_KEYS)[number]>> {
+  return { sequences: [], actionMask: [], advantages: [], oldLogprobs: [], refLogprobs: [], returns: [], oldValues: [], valueMask: [] };
+}
+
+function pushValues(batch: ReturnType<typeof emptyTrainBatch>, values: TokenValues): void {
+  for (const key of VALUE_KEYS) batch[key].push(values[key]);
+}
+
+function concatValues(...parts: TokenValues[]): TokenValues {
+  return Object.fromEntries(VALUE_KEYS.map((key) => [key, parts.flatMap((p) => p[key])])) as unknown as TokenValues;
+}
+
+const zeroValues = (n: number): TokenValues => Object.fromEntries(VALUE_KEYS.map((key) => [key, new Array<number>(n).fill(0)])) as unknown as TokenValues;
+
+/**
+ * The trees as tree-structured sequences: the trunk, then each branch as [copy of trunk[P-1] at position
+ * P-1, its tokens at P, P+1, ...], attending to trunk[0, P-1) and to itself. `prefixShift` moves every
+ * branch's attended prefix (a deliberately wrong mask for the sensitivity check); `flat` drops the tree
+ * (plain causal attention over the concatenation, positions kept).
+ */
+function treeBatch(cases: TreeCase[], options: { prefixShift?: number; flat?: boolean } = {}): TrainBatch {
+  const batch: TrainBatch & { positions: number[][]; attendPrefix: number[][]; segmentStart: number[][] } = { ...emptyTrainBatch(), positions: [], attendPrefix: [], segmentStart: [] };
+  for (const c of cases) {
+    const sequence = [...c.trunk];
+    const positions = c.trunk.map((_, t) => t);
+    const segmentStart = c.trunk.map(() => 0);
+    const attendPrefix = c.trunk.map(() => 0);
+    const parts: TokenValues[] = [c.trunkValues];
+    for (const branch of c.branches) {
+      const start = sequence.length;
+      sequence.push(c.trunk[branch.P - 1], ...branch.tokens);
+      for (let i = 0; i <= branch.tokens.length; i++) {
+        positions.push(branch.P - 1 + i);
+        segmentStart.push(start);
+        attendPrefix.push(branch.P - 1 + (options.prefixShift ?? 0));
+      }
+      parts.push(zeroValues(1), branch.values);
+    }
+    batch.sequences.push(sequence);
+    pushValues(batch as ReturnType<typeof emptyTrainBatch>, concatValues(...parts));
+    batch.positions.push(positions);
+    batch.segmentStart.push(segmentStart);
+    batch.attendPrefix.push(attendPrefix);
+  }
+  if (options.flat) {
+    const { attendPrefix: _a, segmentStart: _s, ...flat } = batch;
+    return flat;
+  }
+  return batch;
+}
+
+/** The same trees as separate sequences: each trunk, and each branch expanded into [trunk[0, P), branch]. */
+function expandedBatch(cases: TreeCase[]): TrainBatch {
+  const batch = emptyTrainBatch();
+  for (const c of cases) {
+    batch.sequences.push(c.trunk);
+    pushValues(batch, c.trunkValues);
+    for (const branch of c.branches) {
+      batch.sequences.push([...c.trunk.slice(0, branch.P), ...branch.tokens]);
+      pushValues(batch, concatValues(zeroValues(branch.P), branch.values));
+    }
+  }
+  return batch;
+}
+
+/** Random trees: action spans and value rows on the trunk and on the branches, random loss inputs. */
+function randomTrees(random: () => number, vocabSize: number): TreeCase[] {
+  const token = () => 3 + Math.floor(random() * (vocabSize - 3));
+  const values = (mask: number[], valueAt: number[]): TokenValues => ({
+    actionMask: mask,
+    advantages: mask.map((m) => (m ? random() * 2 - 1 : 0)),
+    oldLogprobs: mask.map((m) => (m ? -1 - 3 * random() : 0)),
+    refLogprobs: mask.map((m) => (m ? -1 - 3 * random() : 0)),
+    returns: mask.map((_, t) => (valueAt.includes(t) ? random() * 2 - 1 : 0)),
+    oldValues: mask.map((_, t) => (valueAt.includes(t) ? random() * 2 - 1 : 0)),
+    valueMask: mask.map((_, t) => (valueAt.includes(t) ? 1 : 0)),
+  });
+  const trunk = (n: number, spans: [number, number][], valueAt: number[]) => {
+    const tokens = [1, ...Array.from({ length: n - 1 }, token)];
+    return { tokens, values: values(tokens.map((_, t) => (spans.some(([a, b]) => t >= a && t < b) ? 1 : 0)), valueAt) };
+  };
+  const branch = (P: number, n: number, valueFirst = false, masked: number[] = []) => ({
+    P,
+    tokens: Array.from({ length: n }, token),
+    values: values(Array.from({ length: n }, (_, i) => (masked.includes(i) ? 0 : 1)), valueFirst ? [0] : []),
+  });
+  const a = trunk(12, [[4, 6], [9, 11]], [4, 9]);
+  const b = trunk(6, [[1, 3]], [1]);
+  return [
+    // two steps (actions at 4..5 and 9..10) with their alternatives, one with a value on a branch, one
+    // with a non-action token inside it, and a branch after the whole trunk
+    { trunk: a.tokens, trunkValues: a.values, branches: [branch(4, 2), branch(4, 3, true, [1]), branch(9, 2), branch(12, 1)] },
+    // a branch off the first token (attends to no trunk token but its copy)
+    { trunk: b.tokens, trunkValues: b.values, branches: [branch(1, 2)] },
+    // no branches: a plain sequence in a tree batch
+    { trunk: [1, token(), token(), token(), token()], trunkValues: values([0, 0, 1, 1, 0], [2]), branches: [] },
+  ];
+}
+
+/** Gradients (LoRA and value head) and metric sums of one micro-batch, on a fresh training state. */
+async function batchGradients(
+  gpu: GpuContext, model: Model, adapter: GpuLoraAdapter, valueHead: ValueHead, batch: TrainBatch, weights: LossWeights, actionTokens?: number,
+): Promise<{ packed: PackedBatch; grads: Map<string, Float32Array>; metrics: Float32Array }> {
+  const packed = packBatch(batch);
+  const state = new TrainingState(model.gpuModel, packed.B, packed.T, adapter, valueHead, { tree: packed.rowLimits !== undefined });
+  state.load(packed);
+  writeLossParams(gpu.device, state.lossParams, weights, packed.B * packed.T, actionTokens ?? packed.actionTokens);
+  const encoder = gpu.device.createCommandEncoder();
+  adapter.parameters.zeroGrads(encoder);
+  valueHead.parameters.zeroGrads(encoder);
+  encoder.clearBuffer(state.metricSums);
+  encodeDispatches(encoder, state.plan());
+  gpu.device.queue.submit([encoder.finish()]);
+  const grads = new Map([...(await adapter.parameters.readGrads()), ...(await valueHead.parameters.readGrads())]);
+  const metrics = await readFloat32(gpu.device, state.metricSums, LOSS_METRICS.length);
+  state.dispose();
+  return { packed, grads, metrics };
+}
+
+const treeBatchCheck: GpuCheck = {
+  name: 'tree-structured batches: LoRA and value-head gradients equal those of the trunks and branches as separate sequences',
+  async run(gpu) {
+    const shapes: TinyModelOptions[] = [
+      { architecture: 'llama', numHeads: 4, numKvHeads: 2, tied: false, numLayers: 2, seed: 61 },
+      { architecture: 'qwen2', numHeads: 4, numKvHeads: 1, tied: true, numLayers: 2, seed: 62 },
+    ];
+    const weights: LossWeights = { pg: 0.5, nll: 0.3, ppo: 1, clip: 0.2, entropy: 0.1, kl: 0.2, value: 0.5 };
+    for (const options of shapes) {
+      const what = options.architecture!;
+      const model = await loadModel(gpu, new MemoryModelSource(tinyModelFiles(options).files));
+      const random = seededRandom(options.seed!);
+      const host = model.createAdapter({ r: 2, alpha: 4, targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'], rslora: false, dropout: 0, layers: null }, options.seed!);
+      for (const m of host.modules) m.B = randomArray(random, m.B.length, 0.3);
+      const adapter = model.uploadAdapter(host);
+      const C = model.config.hiddenSize;
+      const value = { weight: randomArray(random, C, 0.3), bias: 0.1 };
+      const valueHead = new ValueHead(gpu, C, value);
+      const trees = randomTrees(random, model.config.vocabSize);
+      const treeInput = treeBatch(trees);
+      const expandedInput = expandedBatch(trees);
+
+      const tree = await batchGradients(gpu, model, adapter, valueHead, treeInput, weights);
+      const expanded = await batchGradients(gpu, model, adapter, valueHead, expandedInput, weights);
+      assert(tree.packed.rowLimits !== undefined && expanded.packed.rowLimits === undefined, `${what}: only the tree batch is tree-structured`);
+      assert(tree.packed.actionTokens === expanded.packed.actionTokens, `${what}: ${tree.packed.actionTokens} action tokens in the tree batch, ${expanded.packed.actionTokens} expanded`);
+      const tokens = (p: PackedBatch) => p.attentionMask.reduce((n, m) => n + m, 0);
+      assert(tokens(tree.packed) < tokens(expanded.packed), `${what}: the tree batch has ${tokens(tree.packed)} tokens, no fewer than the ${tokens(expanded.packed)} expanded`);
+      // same targets: the rows that predict action tokens predict the same tokens, in the same order
+      const actionTargets = (p: PackedBatch) => Array.from(p.targets).filter((_, r) => p.lossInputs[r * INPUT_FLOATS] !== 0);
+      assertClose(actionTargets(tree.packed), actionTargets(expanded.packed), `${what}: targets of the action rows`, 0, 0);
+
+      // the float64 reference with the tree mask gives the loss of the separate sequences
+      const valueF64 = { weight: Float64Array.from(value.weight), bias: value.bias };
+      const referenceTree = referenceLoss(model, treeInput, tree.packed, weights, host, valueF64);
+      const referenceExpanded = referenceLoss(model, expandedInput, expanded.packed, weights, host, valueF64);
+      assertClose([referenceTree], [referenceExpanded], `${what}: float64 loss, tree against separate sequences`, 1e-10, 1e-9);
+      const total = (m: Float32Array) => (weights.nll ?? 0) * m[0] + (weights.pg ?? 0) * m[1] + (weights.ppo ?? 0) * m[2] - (weights.entropy ?? 0) * m[3] + (weights.kl ?? 0) * m[4] + (weights.value ?? 0) * m[5];
+      assertClose([total(tree.metrics)], [referenceTree], `${what}: GPU loss of the tree batch against the float64 reference`, 1e-5, 1e-4);
+      assertClose(tree.metrics, expanded.metrics, `${what}: metric sums, tree against separate sequences`, 1e-5, 1e-4);
+
+      // the gradients, tensor by tensor, to within float32 summation order
+      let largest = 0;
+      for (const g of expanded.grads.values()) for (const x of g) largest = Math.max(largest, Math.abs(x));
+      assert(largest > 1e-3, `${what}: the gradients are all zero, which checks nothing`);
+      for (const [name, g] of expanded.grads) assertClose(tree.grads.get(name)!, g, `${what}: gradient of ${name}, tree against separate sequences`, 2e-5 * largest, 1e-3);
+
+      // a mask off by one (branches also see the trunk token their copy duplicates) must not pass
+      const wrong = await batchGradients(gpu, model, adapter, valueHead, treeBatch(trees, { prefixShift: 1 }), weights);
+      let worst = 0;
+      for (const [name, g] of expanded.grads) worst = Math.max(worst, maxAbsDiff(wrong.grads.get(name)!, g));
+      assert(worst > 1e-3 * largest, `${what}: an off-by-one tree mask gives the same gradients (max difference ${worst}, largest gradient ${largest})`);
+
+      // and the trainer takes tree batches (a tree training state of its own) beside plain ones
+      const trainer = new Trainer(model.gpuModel, { train: adapter, valueHead, optimizer: { schedule: { kind: 'constant', lr: 1e-3 } } });
+      const stepped = await trainer.step([treeInput, expandedBatch(trees.slice(2))], weights);
+      assert(Number.isFinite(stepped['losses/total']) && !stepped.skipped, `${what}: a trainer step over a tree batch and a plain one`);
+      trainer.dispose();
+      adapter.dispose();
+      valueHead.dispose();
+      model.dispose();
+    }
+  },
+};
+
+const treeValidationCheck: GpuCheck = {
+  name: 'tree-structured batches: malformed trees are refused with RangeErrors, plain batches pack as before',
+  async run() {
+    const base: TrainBatch = { sequences: [[1, 5, 6, 7, 5, 8]], actionMask: [[0, 0, 1, 0, 0, 1]] };
+    const refused = (patch: Partial<TrainBatch>, pattern: RegExp, what: string) => {
+      let message = '';
+      try {
+        packBatch({ ...base, ...patch });
+      } catch (error) {
+        assert(error instanceof RangeError, `${what}: ${String(error)} is not a RangeError`);
+        message = error.message;
+      }
+      assert(pattern.test(message), `${what}: expected an error matching ${pattern}, got ${message || 'none'}`);
+    };
+    // a branch [5 at position 1, 8 at 2] after the trunk [1, 5, 6, 7]
+    const tree = { positions: [[0, 1, 2, 3, 1, 2]], segmentStart: [[0, 0, 0, 0, 4, 4]], attendPrefix: [[0, 0, 0, 0, 1, 1]] };
+    const packed = packBatch({ ...base, ...tree });
+    assertClose(packed.targets, [5, 6, 7, -1, 8, -1], 'targets stop at the end of each segment', 0, 0);
+    assertClose(packed.rowLimits!, [0, 0, 0, 0, 0, 0, 0, 0, 1, 4, 1, 4], 'row limits', 0, 0);
+    assertClose(packed.positions, tree.positions[0], 'positions', 0, 0);
+    refused({ ...tree, actionMask: [[0, 0, 1, 0, 1, 1]] }, /branch must start with a copy/, 'an action at the start of a segment');
+    refused({ ...tree, valueMask: [[0, 0, 0, 0, 1, 0]] }, /first token of a segment carries a value/, 'a value at the start of a segment');
+    refused({ ...tree, segmentStart: [[0, 0, 0, 2, 4, 4]] }, /segments are contiguous/, 'a segment start that is neither the token nor the previous one');
+    refused({ ...tree, segmentStart: [[0, 0, 0, 0, 4, 3]] }, /segments are contiguous/, 'a segment start that goes back');
+    refused({ ...tree, segmentStart: [[1, 0, 0, 0, 4, 4]] }, /segments are contiguous/, 'a first token in a later segment');
+    refused({ ...tree, attendPrefix: [[0, 0, 0, 0, 5, 5]] }, /exceeds its segmentStart/, 'an attended prefix past the segment');
+    refused({ ...tree, attendPrefix: [[0, 0, 0, 0, 1, 2]] }, /differs/, 'an attended prefix that changes inside a segment');
+    refused({ ...tree, positions: [[0, 1, 2, 3, 1.5, 2]] }, /integer/, 'a fractional position');
+    refused({ ...tree, segmentStart: [[0, 0, 0, 4, 4]] }, /5 values for 6 tokens/, 'a short segmentStart');
+    // without the tree fields the batch packs exactly as before
+    const plain = packBatch(base);
+    assert(plain.rowLimits === undefined && plain.maxPosition === undefined, 'a plain batch is not tree-structured');
+    assertClose(plain.targets, [5, 6, 7, 5, 8, -1], 'plain targets', 0, 0);
+    assertClose(plain.positions, [0, 1, 2, 3, 4, 5], 'plain positions', 0, 0);
+  },
+};
+
+export const trainChecks: GpuCheck[] = [lossCheck, gradientCheck, trainableModelCheck, fullGradientCheck, treeBatchCheck, treeValidationCheck];

@@ -55,6 +55,37 @@ async function probabilityOfYes(model: Model, adapter: GpuLoraAdapter | null): P
   return Math.exp(scored.logProbs[0]);
 }
 
+/** Each step's observation is `length` characters long: long episodes outgrow a tiny model's 128 positions. */
+const chatty = (length: (seed: number) => number): EnvModule => ({
+  id: 'chatty',
+  description: 'Say something.',
+  maxEpisodeSteps: 3,
+  make: () => {
+    let seed = 0;
+    return {
+      reset: ({ seed: s }) => ((seed = s), { observation: 'hello', info: {} }),
+      validActions: () => ['ok', 'fine'],
+      step: () => ({ observation: 'w'.repeat(length(seed)), reward: 0.1, terminated: false, truncated: false, info: {} }),
+    };
+  },
+});
+
+describe('the choice policy at the edge of the context', () => {
+  test('an episode that outgrows the model\'s positions ends truncated where it stands; the others go on', async () => {
+    const model = await tinyModel();
+    const env = chatty((seed) => (seed === 1 ? 60 : 1));
+    const policy = new ChoicePolicy(model, { env, reset: {}, format: 'plain', adapter: null, microBatch: 16, lengthNormalize: true });
+    const [short, long] = await policy.play([{ seed: 0 }, { seed: 1 }]);
+    expect(short.error).toBeUndefined();
+    expect(short.steps).toHaveLength(3);
+    expect(long.error).toBeUndefined();
+    expect(long.steps.length).toBeGreaterThan(0);
+    expect(long.steps.length).toBeLessThan(3);
+    expect(long.steps.at(-1)!.truncated).toBe(true);
+    expect(long.success).toBe(false);
+  });
+});
+
 describe('algorithms on the run driver', () => {
   const cases: [AlgorithmName, Record<string, unknown>][] = [
     ['reinforce', { learningRate: 1e-2, normalizeAdvantages: false }],

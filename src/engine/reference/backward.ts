@@ -1,7 +1,7 @@
 // Float64 references of the backward kernels (shaders/backward.wgsl), written for clarity, not speed.
 // Each is the exact gradient of the matching forward in ./ops.ts, with the same shapes and layouts;
 // tests/shared/backward-checks.ts compares the GPU against these and these against finite differences.
-import { logSoftmax, rotate } from './ops.ts';
+import { logSoftmax, rotate, seesKey, type AttentionShape } from './ops.ts';
 
 type Vec = ArrayLike<number>;
 
@@ -69,10 +69,9 @@ export function ropeBackward(dqkv: Vec, positions: Vec, table: Vec, s: { R: numb
  * delta [B, T, H] = dout . out per query head, as attention_backward_query writes it.
  */
 export function attentionBackward(
-  q: Vec, kCache: Vec, vCache: Vec, keyMask: Vec, dout: Vec,
-  s: { B: number; T: number; H: number; Hk: number; D: number; S: number; maskLen: number; slot0: number },
+  q: Vec, kCache: Vec, vCache: Vec, keyMask: Vec, dout: Vec, s: AttentionShape,
 ): { dq: Float64Array; dk: Float64Array; dv: Float64Array; delta: Float64Array } {
-  const { B, T, H, Hk, D, S, maskLen, slot0 } = s;
+  const { B, T, H, Hk, D, S, slot0 } = s;
   const scale = 1 / Math.sqrt(D);
   const dq = new Float64Array(B * T * H * D);
   const dk = new Float64Array(B * Hk * S * D);
@@ -90,9 +89,7 @@ export function attentionBackward(
         const qAt = ((b * T + t) * H + h) * D;
         const kvBase = (b * Hk + Math.floor(h / (H / Hk))) * S;
         const slots: number[] = [];
-        for (let key = 0; key <= slot; key++) {
-          if (key >= maskLen || keyMask[b * maskLen + key] !== 0 || key === slot) slots.push(key);
-        }
+        for (let key = 0; key <= slot; key++) if (seesKey(keyMask, s, b, t, key)) slots.push(key);
         const scores = slots.map((key) => scale * dot(q, qAt, kCache, (kvBase + key) * D));
         const max = Math.max(...scores);
         const weights = scores.map((score) => Math.exp(score - max));

@@ -34,13 +34,24 @@ function linear(x: Float64Array, rows: number, layer: HostLinear, lora: LoraModu
   return y.map((value, i) => value + update[i]);
 }
 
+/**
+ * Explicit positions [B*T] and tree-structured attention: rowLimits [B*T*2], a (prefix, segment) pair of
+ * padded slots per row (PackedBatch.positions and rowLimits; see src/engine/train/batch.ts).
+ */
+export interface ReferenceLayout {
+  positions?: ArrayLike<number>;
+  rowLimits?: ArrayLike<number>;
+}
+
 /** ids and mask are [B][T] (mask 1 = real token, 0 = padding); the adapter, if given, is applied in float64. */
-export function referenceForward(config: ModelConfig, weights: HostWeights, ids: number[][], mask: number[][], adapter?: HostLoraAdapter, dropout?: ReferenceDropout): ReferenceOutput {
+export function referenceForward(
+  config: ModelConfig, weights: HostWeights, ids: number[][], mask: number[][], adapter?: HostLoraAdapter, dropout?: ReferenceDropout, layout: ReferenceLayout = {},
+): ReferenceOutput {
   const B = ids.length;
   const T = ids[0].length;
   const R = B * T;
   const { hiddenSize: C, numHeads: H, numKvHeads: Hk, headDim: D, intermediateSize: F, vocabSize: V } = config;
-  const positions = positionsFromMask(mask).flat();
+  const positions = layout.positions ? Array.from(layout.positions) : positionsFromMask(mask).flat();
   const table = ropeTable(config, Math.max(...positions) + 1);
   const scaling = adapter ? loraScaling(adapter.settings) : 0;
   const project = (x: Float64Array, l: number, target: LoraTarget, w: HostLinear) =>
@@ -56,7 +67,7 @@ export function referenceForward(config: ModelConfig, weights: HostWeights, ids:
       for (let head = 0; head < H; head++) q.set(rotate(q.subarray((r * H + head) * D, (r * H + head + 1) * D), positions[r], table), (r * H + head) * D);
       for (let head = 0; head < Hk; head++) k.set(rotate(k.subarray((r * Hk + head) * D, (r * Hk + head + 1) * D), positions[r], table), (r * Hk + head) * D);
     }
-    const cache = { B, T, H, Hk, D, S: T, maskLen: T, slot0: 0 };
+    const cache = { B, T, H, Hk, D, S: T, maskLen: T, slot0: 0, rowLimits: layout.rowLimits };
     const attended = attention(q, toCacheLayout(k, B, T, Hk, D), toCacheLayout(v, B, T, Hk, D), mask.flat(), cache).out;
     const o = project(attended, l, 'o_proj', layer.o);
     x = x.map((value, i) => value + o[i]);

@@ -47,17 +47,42 @@ export function rotate(head: Vec, position: number, table: Vec, direction: 1 | -
   return out;
 }
 
+/** The shape of `attention` and its backward; `rowLimits` makes it tree-structured. */
+export interface AttentionShape {
+  B: number;
+  T: number;
+  H: number;
+  Hk: number;
+  D: number;
+  S: number;
+  maskLen: number;
+  slot0: number;
+  /**
+   * Tree-structured batches: a (prefix, segment) pair per query row b*T + t, [B*T*2]; the query then sees only
+   * the slots s < prefix and segment <= s <= its own slot (besides the padding rule).
+   */
+  rowLimits?: Vec;
+}
+
+/** Whether query t of sequence b sees cache slot `key` (key <= its slot): the rule of attention.wgsl. */
+export function seesKey(keyMask: Vec, s: AttentionShape, b: number, t: number, key: number): boolean {
+  const slot = s.slot0 + t;
+  if (key === slot) return true;
+  if (key > slot || !(key >= s.maskLen || keyMask[b * s.maskLen + key] !== 0)) return false;
+  if (!s.rowLimits) return true;
+  const r = b * s.T + t;
+  return key < s.rowLimits[2 * r] || key >= s.rowLimits[2 * r + 1];
+}
+
 /**
  * Causal grouped-query attention of T new tokens per sequence against a KV cache, as attention.wgsl.
  * q [B, T, H, D] (already rotated); kCache, vCache [B, Hk, S, D]; keyMask [B, maskLen] (1 real, 0 padding;
- * slots >= maskLen are real). Query t sits at slot slot0 + t and sees real slots s <= slot0 + t, and itself.
+ * slots >= maskLen are real). Query t sits at slot slot0 + t and sees real slots s <= slot0 + t, and itself
+ * (with s.rowLimits, only those outside its hidden range: see seesKey).
  * Also returns each query's log-sum-exp of scaled scores, lse [B, T, H].
  */
-export function attention(
-  q: Vec, kCache: Vec, vCache: Vec, keyMask: Vec,
-  s: { B: number; T: number; H: number; Hk: number; D: number; S: number; maskLen: number; slot0: number },
-): { out: Float64Array; lse: Float64Array } {
-  const { B, T, H, Hk, D, S, maskLen, slot0 } = s;
+export function attention(q: Vec, kCache: Vec, vCache: Vec, keyMask: Vec, s: AttentionShape): { out: Float64Array; lse: Float64Array } {
+  const { B, T, H, Hk, D, S, slot0 } = s;
   const out = new Float64Array(B * T * H * D);
   const lse = new Float64Array(B * T * H);
   const scale = 1 / Math.sqrt(D);
@@ -69,8 +94,7 @@ export function attention(
         const scores: number[] = [];
         const slots: number[] = [];
         for (let key = 0; key <= slot; key++) {
-          const real = key >= maskLen || keyMask[b * maskLen + key] !== 0 || key === slot;
-          if (!real) continue;
+          if (!seesKey(keyMask, s, b, t, key)) continue;
           let score = 0;
           for (let d = 0; d < D; d++) score += q[((b * T + t) * H + h) * D + d] * kCache[(kvBase + key) * D + d];
           scores.push(score * scale);

@@ -34,6 +34,11 @@ export interface TrainingOptions {
   fullParameters?: boolean;
   /** Seed of the LoRA dropout masks (used when the adapter's dropout > 0). Default 0. */
   dropoutSeed?: number;
+  /**
+   * Accept tree-structured batches (PackedBatch.rowLimits; see batch.ts): the attention forward and
+   * backward then read each row's (prefix, segment) limits. Plain batches load too (as one segment each).
+   */
+  tree?: boolean;
 }
 
 export class TrainingState extends ForwardState {
@@ -85,7 +90,7 @@ export class TrainingState extends ForwardState {
       if (!model.trainable) throw new Error('full-parameter training needs the model built with { trainable: true } (GpuModel options)');
       if (adapter) throw new Error('LoRA and full-parameter training are alternatives: pass adapter = null with fullParameters');
     }
-    super(model, { B, S: T, maskLen: T, maxRows: B * T, adapter });
+    super(model, { B, S: T, maskLen: T, maxRows: B * T, adapter, tree: options.tree ?? false });
     this.fullWeights = options.fullParameters ? model.trainable : null;
     const { hiddenSize: C, numHeads: H, numKvHeads: Hk, headDim: D, intermediateSize: F, vocabSize: V, numLayers } = model.config;
     const R = (this.R = B * T);
@@ -162,12 +167,23 @@ export class TrainingState extends ForwardState {
     return 4 * (L * perLayer + head + grads);
   }
 
+  /** Whether this state takes tree-structured batches. */
+  get tree(): boolean {
+    return this.shape.tree ?? false;
+  }
+
   /** Uploads a packed micro-batch of exactly this state's shape. */
   load(batch: PackedBatch): void {
     if (batch.B !== this.B || batch.T !== this.T) throw new RangeError(`a [${batch.B}, ${batch.T}] batch does not fit a [${this.B}, ${this.T}] training state`);
+    if (batch.rowLimits && !this.tree) throw new RangeError('a tree-structured batch needs a training state built with { tree: true }');
+    if (batch.maxPosition !== undefined && batch.maxPosition >= this.model.ropePositions) {
+      throw new RangeError(`position ${batch.maxPosition} is beyond the model's ${this.model.ropePositions} positions`);
+    }
     this.write(this.ids, batch.ids);
     this.write(this.positions, batch.positions);
     this.write(this.keyMask, batch.attentionMask);
+    // a plain batch in a tree state: every row's limits (0, 0), i.e. plain causal attention
+    if (this.tree) this.write(this.keyMask, batch.rowLimits ?? new Uint32Array(2 * this.R), batch.attentionMask.byteLength);
     this.write(this.targets, batch.targets);
     this.write(this.lossInputs, batch.lossInputs);
     this.setCursor(0, 0);
@@ -213,7 +229,7 @@ export class TrainingState extends ForwardState {
       ...normGrad(this.x, full?.finalNorm),
     ];
     const qkvWidth = (H + 2 * Hk) * D;
-    const attention = { B: this.B, T, H, Hk, D, S: T, maskLen: T };
+    const attention = { B: this.B, T, H, Hk, D, S: T, maskLen: T, tree: this.tree };
     for (let l = model.layers.length - 1; l >= 0; l--) {
       const layer = model.layers[l];
       const a = this.layerBuffers[l];

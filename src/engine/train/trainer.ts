@@ -66,6 +66,7 @@ export class Trainer {
   private readonly cachedShapes: number;
   private readonly ownsValueHead: boolean;
   private readonly seed: number;
+  private stepSums: GPUBuffer | null = null;
 
   constructor(
     readonly model: GpuModel,
@@ -106,13 +107,13 @@ export class Trainer {
     return this.stateFor(B, T).plan.length + this.adapterOptimizer.dispatches().length + this.valueOptimizer.dispatches().length;
   }
 
-  private stateFor(B: number, T: number): { state: TrainingState; plan: Dispatch[] } {
-    const key = `${B}x${T}`;
+  private stateFor(B: number, T: number, tree = false): { state: TrainingState; plan: Dispatch[] } {
+    const key = `${B}x${T}${tree ? ' tree' : ''}`;
     let entry = this.states.get(key);
     if (entry) {
       this.states.delete(key); // re-insert as the most recently used
     } else {
-      const state = new TrainingState(this.model, B, T, this.adapter, this.valueHead, { fullParameters: !this.adapter, dropoutSeed: this.seed });
+      const state = new TrainingState(this.model, B, T, this.adapter, this.valueHead, { fullParameters: !this.adapter, dropoutSeed: this.seed, tree });
       entry = { state, plan: state.plan() };
       if (this.states.size >= this.cachedShapes) {
         const [oldestKey, oldest] = this.states.entries().next().value!;
@@ -122,6 +123,16 @@ export class Trainer {
     }
     this.states.set(key, entry);
     return entry;
+  }
+
+  /** A buffer for the metric sums of `microBatches` micro-batches, one row each (grown as needed). */
+  private stepSumsFor(microBatches: number): GPUBuffer {
+    const bytes = microBatches * LOSS_METRICS.length * 4;
+    if (!this.stepSums || this.stepSums.size < bytes) {
+      this.stepSums?.destroy();
+      this.stepSums = this.model.gpu.device.createBuffer({ size: bytes, usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST, label: 'step metric sums' });
+    }
+    return this.stepSums;
   }
 
   /** One optimiser step over the micro-batches. */
@@ -135,9 +146,12 @@ export class Trainer {
     const prepared = this.adapterOptimizer.prepareStep();
     this.valueOptimizer.prepareStep();
 
-    const used: TrainingState[] = [];
+    // Each micro-batch's metric sums are copied out as it finishes: a step with more shapes than the cache
+    // holds evicts (frees) the states of its earlier micro-batches.
+    const metricBytes = LOSS_METRICS.length * 4;
+    const stepSums = this.stepSumsFor(packed.length);
     for (const [i, batch] of packed.entries()) {
-      const { state, plan } = this.stateFor(batch.B, batch.T);
+      const { state, plan } = this.stateFor(batch.B, batch.T, batch.rowLimits !== undefined);
       state.load(batch);
       // Every micro-batch of every step draws its own dropout masks, reproducibly.
       state.setDropoutStep(prepared.step * 1024 + i);
@@ -147,27 +161,24 @@ export class Trainer {
         this.adapterOptimizer.zeroGrads(encoder);
         this.valueOptimizer.zeroGrads(encoder);
       }
-      if (!used.includes(state)) {
-        encoder.clearBuffer(state.metricSums);
-        used.push(state);
-      }
+      encoder.clearBuffer(state.metricSums);
       encodeDispatches(encoder, plan);
+      encoder.copyBufferToBuffer(state.metricSums, 0, stepSums, i * metricBytes, metricBytes);
       device.queue.submit([encoder.finish()]);
     }
     const encoder = device.createCommandEncoder();
     encodeDispatches(encoder, [...this.adapterOptimizer.dispatches(), ...this.valueOptimizer.dispatches()]);
     device.queue.submit([encoder.finish()]);
 
-    const metricBytes = LOSS_METRICS.length * 4;
     const bytes = await readBuffers(device, [
       { buffer: this.adapterOptimizer.gradNormBuffer, bytes: GRAD_NORM_BYTES },
       { buffer: this.valueOptimizer.gradNormBuffer, bytes: GRAD_NORM_BYTES },
-      ...used.map((state) => ({ buffer: state.metricSums, bytes: metricBytes })),
+      { buffer: stepSums, bytes: packed.length * metricBytes },
     ]);
     const adapterReport = this.adapterOptimizer.finishStep(new Float32Array(bytes, 0, 4));
     const valueReport = this.valueOptimizer.finishStep(new Float32Array(bytes, GRAD_NORM_BYTES, 4));
     const sums = new Array<number>(LOSS_METRICS.length).fill(0);
-    used.forEach((_, s) => new Float32Array(bytes, 2 * GRAD_NORM_BYTES + s * metricBytes, LOSS_METRICS.length).forEach((v, i) => (sums[i] += v)));
+    packed.forEach((_, s) => new Float32Array(bytes, 2 * GRAD_NORM_BYTES + s * metricBytes, LOSS_METRICS.length).forEach((v, i) => (sums[i] += v)));
     const terms = Object.fromEntries(LOSS_METRICS.map((name, i) => [name, sums[i]])) as StepMetrics['terms'];
     const total =
       weights.nll * sums[0] + weights.pg * sums[1] + weights.ppo * sums[2] - weights.entropy * sums[3] + weights.kl * sums[4] + weights.value * sums[5];
@@ -198,6 +209,8 @@ export class Trainer {
   dispose(): void {
     for (const { state } of this.states.values()) state.dispose();
     this.states.clear();
+    this.stepSums?.destroy();
+    this.stepSums = null;
     this.adapterOptimizer.dispose();
     this.valueOptimizer.dispose();
     if (this.ownsValueHead) this.valueHead.dispose();
