@@ -69,7 +69,7 @@ test('layout: a folder per run, checkpoints/<step>/<file>, no temp leftovers', a
   await mkdir(join(root, 'r', 'checkpoints', '.tmp-99-x'), { recursive: true });
   await writeFile(join(root, 'r', 'checkpoints', '.tmp-99-x', 'half.bin'), 'x');
   await store.saveCheckpoint({ runId: 'r', step: 5, files: new Map([['sub/w.bin', Uint8Array.of(1)]]) });
-  expect((await readdir(join(root, 'r'))).sort()).toEqual(['checkpoints', 'trajectories.jsonl', 'run.json']);
+  expect((await readdir(join(root, 'r'))).sort()).toEqual(['checkpoints', 'run.json', 'trajectories.jsonl']);
   expect(await readdir(join(root, 'r', 'checkpoints'))).toEqual(['5']);
   expect(await readFile(join(root, 'r', 'checkpoints', '5', 'sub', 'w.bin'))).toEqual(Buffer.of(1));
   expect(JSON.parse(await readFile(join(root, 'r', 'run.json'), 'utf8'))).toMatchObject({ id: 'r', config: { a: 1 } });
