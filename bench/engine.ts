@@ -1,123 +1,119 @@
-// npm run bench:engine -- [--model DIR] [--prompt-tokens N] [--new-tokens N] [--batches 1,8,32] [--repeats R]
+// npm run bench:engine -- [--model DIR] [--prompt-tokens N] [--new-tokens N] [--batches 1,8,32] [--repeats R] [--no-browser]
 //
 // Prefill and decode throughput of the WGSL engine at several batch sizes, with dispatches and
-// read-backs per decode step; and, in the same run, the same model through transformers.js
-// (ONNX Runtime) when the folder has onnx/model.onnx, as ratios. Prints a table.
+// read-backs per decode step, against the same model through transformers.js when the folder has
+// onnx/model.onnx, in one run, as two tables:
+// - Node: our engine on Dawn against transformers.js on onnxruntime-node (CPU);
+// - browser (headless Chromium, unless --no-browser or no Chromium at CHROMIUM_PATH or
+//   /usr/bin/chromium): on the page's one WebGPU adapter, our engine against transformers.js with
+//   device 'webgpu' and with device 'wasm' (bench/browser/). Everything stays on 127.0.0.1.
 import { existsSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { requestNodeGpu } from '../src/engine/gpu/node-gpu.ts';
-import { loadModel, type Model } from '../src/engine/model.ts';
+import { loadModel } from '../src/engine/model.ts';
 import { openModelSource } from '../src/engine/model/source-node.ts';
+import { runBrowserBench, type BrowserBenchReport } from './browser/driver.ts';
+import { benchOurs, benchTransformersJs, type BenchSettings, type Row } from './browser/measure.ts';
 
+const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const { values } = parseArgs({
+  allowNegative: true,
   options: {
     model: { type: 'string', default: '../shared/fixtures/stories260K' },
     'prompt-tokens': { type: 'string', default: '64' },
     'new-tokens': { type: 'string', default: '64' },
     batches: { type: 'string', default: '1,8,32' },
     repeats: { type: 'string', default: '3' },
+    browser: { type: 'boolean', default: existsSync(chromiumPath) },
   },
 });
 const modelDir = resolve(values.model!);
-const promptTokens = Number(values['prompt-tokens']);
-const newTokens = Number(values['new-tokens']);
-const batches = values.batches!.split(',').map(Number);
-const repeats = Number(values.repeats);
+const settings: BenchSettings = {
+  promptTokens: Number(values['prompt-tokens']),
+  newTokens: Number(values['new-tokens']),
+  batches: values.batches!.split(',').map(Number),
+  repeats: Number(values.repeats),
+};
+const onnxFile = join(modelDir, 'onnx', 'model.onnx');
+const hasOnnx = existsSync(onnxFile);
+if (values.browser && !existsSync(chromiumPath)) throw new Error(`--browser: no Chromium at ${chromiumPath} (set CHROMIUM_PATH)`);
 
-interface Row {
-  batch: number;
-  prefill: number;
-  decode: number;
-  dispatches?: number;
-  readbacks?: number;
-}
-
-/** Prompts of `promptTokens` ids each, different per sequence, starting with BOS. */
-function prompts(model: { vocab: number; bos: number }, batch: number): number[][] {
-  return Array.from({ length: batch }, (_, b) => [model.bos, ...Array.from({ length: promptTokens - 1 }, (_, t) => 3 + ((b * 31 + t * 7) % (model.vocab - 3)))]);
-}
-
-function best<T>(runs: T[], key: (run: T) => number): number {
-  return Math.max(...runs.map(key));
-}
-
-async function benchOurs(model: Model): Promise<Row[]> {
-  const shape = { vocab: model.config.vocabSize, bos: model.config.bosTokenId ?? 1 };
-  await model.generate(prompts(shape, 1), { maxNewTokens: 4, sampling: { greedy: true } }); // compile pipelines
-  const rows: Row[] = [];
-  for (const batch of batches) {
-    const runs = [];
-    for (let r = 0; r < repeats; r++) {
-      const result = await model.generate(prompts(shape, batch), { maxNewTokens: newTokens, sampling: { greedy: true } });
-      runs.push(result.stats);
-    }
-    rows.push({
-      batch,
-      prefill: best(runs, (s) => (batch * promptTokens) / (s.prefillMs / 1000)),
-      decode: best(runs, (s) => (batch * s.decodeSteps) / (s.decodeMs / 1000)),
-      dispatches: runs[0].dispatchesPerDecodeStep,
-      readbacks: runs[0].readbacksPerDecodeStep,
-    });
-  }
-  return rows;
-}
-
-async function benchTransformersJs(vocab: number, bos: number): Promise<Row[] | null> {
-  if (!existsSync(join(modelDir, 'onnx', 'model.onnx'))) return null;
+async function benchTransformersJsNode(shape: { vocab: number; bos: number }): Promise<Row[] | null> {
+  if (!hasOnnx) return null;
   const { AutoModelForCausalLM, Tensor, env } = await import('@huggingface/transformers');
   env.allowRemoteModels = false;
   env.localModelPath = dirname(modelDir) + '/';
   const model = await AutoModelForCausalLM.from_pretrained(basename(modelDir), { dtype: 'fp32' });
-  const tensor = (ids: number[][]) => new Tensor('int64', BigInt64Array.from(ids.flat(), BigInt), [ids.length, ids[0].length]);
-  const inputsFor = (batch: number) => {
-    const ids = prompts({ vocab, bos }, batch);
-    return { input_ids: tensor(ids), attention_mask: tensor(ids.map((row) => row.map(() => 1))) };
-  };
-  await model.generate({ ...inputsFor(1), max_new_tokens: 4, do_sample: false }); // warm-up
-  const rows: Row[] = [];
-  for (const batch of batches) {
-    const inputs = inputsFor(batch);
-    const runs = [];
-    for (let r = 0; r < repeats; r++) {
-      let started = performance.now();
-      await model(inputs);
-      const prefillMs = performance.now() - started;
-      started = performance.now();
-      await model.generate({ ...inputs, max_new_tokens: newTokens, min_new_tokens: newTokens, do_sample: false });
-      // generate() runs the prompt once more, then newTokens - 1 decode steps
-      runs.push({ prefillMs, decodeMs: Math.max(1e-3, performance.now() - started - prefillMs) });
-    }
-    rows.push({
-      batch,
-      prefill: best(runs, (s) => (batch * promptTokens) / (s.prefillMs / 1000)),
-      decode: best(runs, (s) => (batch * (newTokens - 1)) / (s.decodeMs / 1000)),
-    });
+  try {
+    return await benchTransformersJs(model, Tensor, shape, settings);
+  } finally {
+    await model.dispose();
   }
-  return rows;
+}
+
+const fmt = (n: number | undefined) => (n === undefined ? '-' : n >= 100 ? n.toFixed(0) : n.toFixed(1));
+const ratio = (ours: number | undefined, theirs: number | undefined) => (ours === undefined || theirs === undefined ? '-' : `${(ours / theirs).toFixed(2)}x`);
+
+function printTable(header: string[], table: string[][]): void {
+  const widths = header.map((h, i) => Math.max(h.length, ...table.map((r) => r[i].length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padStart(widths[i])).join('  ');
+  console.log(line(header));
+  for (const row of table) console.log(line(row));
+}
+
+function printNode(ours: Row[], theirs: Row[] | null): void {
+  const header = ['batch', 'prefill tok/s', 'decode tok/s', 'dispatches/step', 'readbacks/step'];
+  if (theirs) header.push('tjs prefill tok/s', 'tjs decode tok/s', 'prefill ratio', 'decode ratio');
+  const table = ours.map((row) => {
+    const cells = [String(row.batch), fmt(row.prefill), fmt(row.decode), String(row.dispatches), String(row.readbacks)];
+    const other = theirs?.find((r) => r.batch === row.batch);
+    if (theirs) cells.push(fmt(other?.prefill), fmt(other?.decode), ratio(row.prefill, other?.prefill), ratio(row.decode, other?.decode));
+    return cells;
+  });
+  printTable(header, table);
+  if (theirs) console.log('ratios: rlplay WGSL engine / transformers.js (onnxruntime-node, CPU) on the same model; > 1 means rlplay is faster');
+  else console.log(`no ${onnxFile}: transformers.js comparison skipped`);
+}
+
+function printBrowser(report: BrowserBenchReport): void {
+  console.log(`\nbrowser: ${report.userAgent}`);
+  for (const run of report.runs) {
+    const what = `${run.runtime} ${run.device}`;
+    if (run.error) console.log(`  ${what}: FAILED: ${run.error}`);
+    else if (run.adapter) console.log(`  ${what}: adapter ${run.adapter}`);
+  }
+  const find = (runtime: string, device: string, batch: number) => report.runs.find((r) => r.runtime === runtime && r.device === device)?.rows.find((r) => r.batch === batch);
+  const header = ['runtime', 'device', 'batch', 'prefill tok/s', 'decode tok/s', 'prefill / tjs webgpu', 'decode / tjs webgpu', 'prefill / tjs wasm', 'decode / tjs wasm'];
+  const table = report.runs.flatMap((run) =>
+    run.rows.map((row) => {
+      const cells = [run.runtime, run.device, String(row.batch), fmt(row.prefill), fmt(row.decode)];
+      if (run.runtime !== 'rlplay') return [...cells, '', '', '', ''];
+      const gpu = find('transformers.js', 'webgpu', row.batch);
+      const wasm = find('transformers.js', 'wasm', row.batch);
+      return [...cells, ratio(row.prefill, gpu?.prefill), ratio(row.decode, gpu?.decode), ratio(row.prefill, wasm?.prefill), ratio(row.decode, wasm?.decode)];
+    }),
+  );
+  printTable(header, table);
+  if (!hasOnnx) console.log(`no ${onnxFile}: transformers.js comparison skipped`);
+  console.log('ratios: rlplay on WebGPU / transformers.js in the same page; > 1 means rlplay is faster. Target: decode / tjs webgpu >= 2x');
+  if (report.offHost.length > 0) console.log(`OFF-HOST REQUESTS (aborted): ${report.offHost.join(', ')}`);
 }
 
 const gpu = await requestNodeGpu();
 const model = await loadModel(gpu, openModelSource(modelDir));
+const shape = { vocab: model.config.vocabSize, bos: model.config.bosTokenId ?? 1 };
 console.log(`model ${modelDir}: ${model.config.architecture}, ${model.config.numLayers} layers, hidden ${model.config.hiddenSize}, vocabulary ${model.config.vocabSize}`);
-console.log(`WebGPU adapter: ${gpu.adapterName}; prompt ${promptTokens} tokens, ${newTokens} new tokens, best of ${repeats}`);
-const ours = await benchOurs(model);
-const theirs = await benchTransformersJs(model.config.vocabSize, model.config.bosTokenId ?? 1);
+console.log(`prompt ${settings.promptTokens} tokens, ${settings.newTokens} new tokens, greedy, best of ${settings.repeats}; tok/s summed over the batch`);
+console.log(`\nNode: WebGPU adapter ${gpu.adapterName} (Dawn); transformers.js on onnxruntime-node (CPU)`);
+const ours = await benchOurs(model, settings);
 model.dispose();
+gpu.device.destroy();
+printNode(ours, await benchTransformersJsNode(shape));
 
-const fmt = (n: number | undefined) => (n === undefined ? '-' : n >= 100 ? n.toFixed(0) : n.toFixed(1));
-const header = ['batch', 'prefill tok/s', 'decode tok/s', 'dispatches/step', 'readbacks/step'];
-if (theirs) header.push('tjs prefill tok/s', 'tjs decode tok/s', 'prefill ratio', 'decode ratio');
-const table = ours.map((row) => {
-  const cells = [String(row.batch), fmt(row.prefill), fmt(row.decode), String(row.dispatches), String(row.readbacks)];
-  const other = theirs?.find((r) => r.batch === row.batch);
-  if (theirs) cells.push(fmt(other?.prefill), fmt(other?.decode), other ? `${(row.prefill / other.prefill).toFixed(2)}x` : '-', other ? `${(row.decode / other.decode).toFixed(2)}x` : '-');
-  return cells;
-});
-const widths = header.map((h, i) => Math.max(h.length, ...table.map((r) => r[i].length)));
-const line = (cells: string[]) => cells.map((c, i) => c.padStart(widths[i])).join('  ');
-console.log(line(header));
-for (const row of table) console.log(line(row));
-if (theirs) console.log('ratios: rlplay WGSL engine / transformers.js (onnxruntime-node, CPU) on the same model; > 1 means rlplay is faster');
-else console.log(`no ${join(modelDir, 'onnx', 'model.onnx')}: transformers.js comparison skipped`);
+if (values.browser) {
+  const report = await runBrowserBench(modelDir, chromiumPath, { onnx: hasOnnx, shape, settings });
+  printBrowser(report);
+  process.exit(report.offHost.length > 0 || report.runs.some((run) => run.error) ? 1 : 0);
+}
 process.exit(0);
