@@ -7,6 +7,7 @@ import { registerExport } from './commands/export.ts';
 import { registerGenerate } from './commands/generate.ts';
 import { registerLogprobs } from './commands/logprobs.ts';
 import { registerQuickstart } from './commands/quickstart.ts';
+import { registerServe } from './commands/serve.ts';
 import { registerSft } from './commands/sft.ts';
 import { registerTrain } from './commands/train.ts';
 
@@ -24,6 +25,7 @@ export async function main(argv: string[]): Promise<number> {
   registerTrain(program);
   registerEval(program);
   registerExport(program);
+  registerServe(program);
   try {
     await program.parseAsync(argv, { from: 'user' });
     return 0;

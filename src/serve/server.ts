@@ -1,0 +1,277 @@
+// `rlplay serve`: one environment over the OpenEnv protocol (openenv.ts), so that distributed RL
+// trainers that speak it (TRL, verifiers/prime-rl, SkyRL, Unsloth) train on the very environment
+// and reward designed in rlplay. WebSocket /ws is the session channel (one connection = one
+// instance); HTTP gives health, metadata, schemas, the OpenAPI document, stateless reset/step/state
+// and a JSON-RPC /mcp. The WebSocket protocol itself is the `ws` library's.
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { WebSocketServer, type WebSocket } from 'ws';
+import type { EnvModule } from '../env/types.ts';
+import {
+  ACTION_SCHEMA,
+  answerJsonRpc,
+  errorMessage,
+  OBSERVATION_SCHEMA,
+  OpenEnvError,
+  OpenEnvSession,
+  openApiDocument,
+  parseAction,
+  parseResetRequest,
+  STATE_SCHEMA,
+  type OutgoingMessage,
+} from './openenv.ts';
+
+export interface ServeOptions {
+  /** Default 8000 (as OpenEnv spaces expect); 0 picks a free port. */
+  port?: number;
+  /** Default 127.0.0.1; 0.0.0.0 to accept connections from other machines (e.g. in a container). */
+  host?: string;
+  /** Concurrent WebSocket sessions; one more is answered CAPACITY_REACHED. Default 256. */
+  maxSessions?: number;
+  /** A session with no message for this long is closed. Default 10 minutes; 0 for never. */
+  idleTimeoutMs?: number;
+  /** Largest message (WebSocket) or request body (HTTP) answered normally; larger ones get VALIDATION_ERROR (HTTP 413). Default 1 MiB. */
+  maxMessageBytes?: number;
+  /** rlplay's version, for /metadata and /openapi.json. */
+  version: string;
+}
+
+export const SERVE_DEFAULTS = { port: 8000, host: '127.0.0.1', maxSessions: 256, idleTimeoutMs: 600_000, maxMessageBytes: 1 << 20 };
+
+/** WebSocket close codes: normal, and the application codes for a refused or idle session. */
+const CLOSE_NORMAL = 1000;
+const CLOSE_REFUSED = 4000;
+const CLOSE_IDLE = 4001;
+
+export interface OpenEnvServer {
+  /** http://host:port */
+  readonly url: string;
+  readonly port: number;
+  /** Sessions open now. */
+  activeSessions(): number;
+  /** Stops accepting, closes every session (and its instance), then the server. */
+  close(): Promise<void>;
+}
+
+/** Serves `module` until close(); fails if the port cannot be bound (with the port in the message). */
+export async function serveOpenEnv(module: EnvModule, options: ServeOptions): Promise<OpenEnvServer> {
+  const settings = { ...SERVE_DEFAULTS, ...withoutUndefined(options), version: options.version };
+  const sessions = new Set<OpenEnvSession>();
+  const sockets = new Set<WebSocket>();
+  let closing = false;
+
+  const http = createServer((request, response) => {
+    handleHttp(module, settings, request, response).catch((error: unknown) => {
+      if (!response.headersSent) sendJson(response, 500, { detail: (error as Error).message });
+      else response.destroy();
+    });
+  });
+  // Bodies above the soft limit are refused with a message; ws closes a connection (1009) whose
+  // message is above the hard limit without reading it.
+  const wss = new WebSocketServer({ noServer: true, maxPayload: settings.maxMessageBytes * 4 });
+  http.on('upgrade', (request, socket, head) => {
+    if (new URL(request.url ?? '/', 'http://x').pathname !== '/ws' || closing) {
+      socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
+      return;
+    }
+    wss.handleUpgrade(request, socket, head, (ws) => void runSession(ws));
+  });
+
+  async function runSession(ws: WebSocket): Promise<void> {
+    sockets.add(ws);
+    ws.on('close', () => sockets.delete(ws));
+    const send = (message: OutgoingMessage) => {
+      if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(message));
+    };
+    if (sessions.size >= settings.maxSessions) {
+      send(errorMessage('CAPACITY_REACHED', `the server is at capacity (${sessions.size} of ${settings.maxSessions} sessions); retry later, or start it with a larger --max-sessions`));
+      ws.close(CLOSE_REFUSED, 'capacity reached');
+      return;
+    }
+    const session = new OpenEnvSession(module);
+    sessions.add(session); // the slot is held while the instance is made
+    let idleTimer: NodeJS.Timeout | undefined;
+    const touch = () => {
+      if (settings.idleTimeoutMs <= 0) return;
+      clearTimeout(idleTimer);
+      idleTimer = setTimeout(() => {
+        send(errorMessage('SESSION_ERROR', `the session was idle for ${settings.idleTimeoutMs / 1000} s and is closed; open a new connection`));
+        ws.close(CLOSE_IDLE, 'idle timeout');
+      }, settings.idleTimeoutMs);
+    };
+    const ended = new Promise<void>((resolve) => ws.on('close', () => resolve()));
+    // Messages that arrive while the instance is being made wait for it.
+    const opened = session.open();
+    ws.on('message', (data, isBinary) => {
+      touch();
+      void (async () => {
+        const text = Buffer.isBuffer(data) ? data : Buffer.concat(Array.isArray(data) ? data : [Buffer.from(data)]);
+        if (isBinary) return send(errorMessage('VALIDATION_ERROR', 'binary messages are not understood; send JSON text messages'));
+        if (text.length > settings.maxMessageBytes) {
+          return send(errorMessage('VALIDATION_ERROR', `the message has ${text.length} bytes, more than the limit of ${settings.maxMessageBytes} (--max-message-bytes)`));
+        }
+        try {
+          await opened;
+        } catch {
+          return; // answered below
+        }
+        const reply = await session.handle(text.toString('utf8'));
+        if (reply.message) send(reply.message);
+        if (reply.close) ws.close(CLOSE_NORMAL);
+      })();
+    });
+    touch();
+    try {
+      await opened;
+    } catch (error) {
+      const failure = error as OpenEnvError;
+      send(errorMessage(failure.code ?? 'FACTORY_ERROR', failure.message));
+      ws.close(CLOSE_REFUSED, 'factory error');
+    }
+    await ended;
+    clearTimeout(idleTimer);
+    await session.close();
+    sessions.delete(session);
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    http.once('error', (error: NodeJS.ErrnoException) => {
+      if (error.code === 'EADDRINUSE') reject(new Error(`port ${settings.port} on ${settings.host} is already in use; stop what uses it or pass another --port`));
+      else if (error.code === 'EADDRNOTAVAIL') reject(new Error(`cannot listen on ${settings.host}: no such address on this machine; use 127.0.0.1, or 0.0.0.0 for every interface`));
+      else reject(error);
+    });
+    http.listen(settings.port, settings.host, () => resolve());
+  });
+  const port = (http.address() as AddressInfo).port;
+  const hostInUrl = settings.host.includes(':') ? `[${settings.host}]` : settings.host;
+  return {
+    url: `http://${hostInUrl}:${port}`,
+    port,
+    activeSessions: () => sessions.size,
+    async close() {
+      closing = true;
+      for (const ws of sockets) ws.close(1001, 'server shutting down');
+      await new Promise<void>((resolve) => {
+        const check = () => (sessions.size === 0 ? resolve() : setTimeout(check, 10));
+        check();
+      });
+      wss.close();
+      await new Promise<void>((resolve) => http.close(() => resolve()));
+    },
+  };
+}
+
+function withoutUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP
+
+function sendJson(response: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  response.end(text);
+}
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+async function readBody(request: IncomingMessage, limit: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of request) {
+    size += (chunk as Buffer).length;
+    if (size > limit) throw new HttpError(413, `the request body is larger than the limit of ${limit} bytes (--max-message-bytes)`);
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+async function readJson(request: IncomingMessage, limit: number): Promise<unknown> {
+  const text = await readBody(request, limit);
+  if (text.trim() === '') return {};
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new HttpError(422, `Invalid JSON: ${(error as Error).message}`);
+  }
+}
+
+const ROUTES: Record<string, 'GET' | 'POST'> = {
+  '/health': 'GET',
+  '/metadata': 'GET',
+  '/schema': 'GET',
+  '/openapi.json': 'GET',
+  '/state': 'GET',
+  '/reset': 'POST',
+  '/step': 'POST',
+  '/mcp': 'POST',
+};
+
+async function handleHttp(module: EnvModule, settings: typeof SERVE_DEFAULTS & { version: string }, request: IncomingMessage, response: ServerResponse): Promise<void> {
+  const path = new URL(request.url ?? '/', 'http://x').pathname;
+  const method = ROUTES[path];
+  if (!method) return sendJson(response, 404, { detail: 'Not Found' });
+  if (request.method !== method) {
+    response.setHeader('allow', method);
+    return sendJson(response, 405, { detail: 'Method Not Allowed' });
+  }
+  try {
+    switch (path) {
+      case '/health':
+        return sendJson(response, 200, { status: 'healthy' });
+      case '/metadata':
+        return sendJson(response, 200, { name: module.id, description: module.description, version: settings.version, readme_content: null, author: null, documentation_url: null });
+      case '/schema':
+        return sendJson(response, 200, { action: ACTION_SCHEMA, observation: OBSERVATION_SCHEMA, state: STATE_SCHEMA });
+      case '/openapi.json':
+        return sendJson(response, 200, openApiDocument(module, settings.version));
+      case '/state':
+        // Stateless, as upstream: a fresh instance has no episode.
+        return sendJson(response, 200, { episode_id: null, step_count: 0, seed: null });
+      case '/mcp': {
+        let body: unknown;
+        try {
+          body = JSON.parse(await readBody(request, settings.maxMessageBytes));
+        } catch (error) {
+          if (error instanceof HttpError) throw error;
+          return sendJson(response, 200, answerJsonRpc(undefined, true));
+        }
+        return sendJson(response, 200, answerJsonRpc(body));
+      }
+      case '/reset':
+      case '/step': {
+        const body = await readJson(request, settings.maxMessageBytes);
+        const reset = parseResetRequest(body);
+        let action: string | null = null;
+        if (path === '/step') {
+          const data = typeof body === 'object' && body !== null ? (body as { action?: unknown }).action : undefined;
+          if (typeof data !== 'object' || data === null || Array.isArray(data)) {
+            throw new OpenEnvError('VALIDATION_ERROR', 'POST /step takes {"action": {"action": "<text>"}, "seed": S, "options": {...}}: the action is an object, as on /ws');
+          }
+          action = parseAction(data);
+        }
+        // Stateless: a fresh instance for this request only (sessions live on /ws).
+        const session = new OpenEnvSession(module);
+        await session.open();
+        try {
+          const first = await session.reset(reset);
+          return sendJson(response, 200, action === null ? first : await session.step(action));
+        } finally {
+          await session.close();
+        }
+      }
+    }
+  } catch (error) {
+    if (error instanceof HttpError) return sendJson(response, error.status, { detail: error.message });
+    if (error instanceof OpenEnvError) return sendJson(response, error.code === 'VALIDATION_ERROR' ? 422 : 500, { detail: error.message, code: error.code });
+    return sendJson(response, 500, { detail: (error as Error).message, code: 'EXECUTION_ERROR' });
+  }
+}
