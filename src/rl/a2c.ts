@@ -61,7 +61,7 @@ export function a2c(config: A2cConfig = A2C_DEFAULTS): Algorithm {
         items.map((item, i) => ({ ...item, advantage: advantages[i] })),
         { objective: 'pg', value: config.valueCoef, entropy: config.entropyCoef },
       );
-      return { episodes: played, metrics: { ...episodeMetrics(played), ...lossMetrics(metrics), 'losses/entropy': metrics.entropy } };
+      return { episodes: played, metrics: { ...episodeMetrics(played), ...lossMetrics(metrics, 'losses/policy_gradient', true), 'losses/entropy': metrics.entropy } };
     },
 
     state: () => null,

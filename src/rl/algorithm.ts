@@ -66,12 +66,23 @@ export function episodeMetrics(episodes: readonly PlayedEpisode[]): Record<strin
   };
 }
 
-/** The trainer's step metrics under CleanRL's chart names. */
-export function lossMetrics(m: { 'losses/total': number; 'losses/grad_norm': number; 'losses/value_grad_norm': number; 'charts/learning_rate': number; skipped: boolean; terms: Record<string, number> }): Record<string, number> {
+/**
+ * The trainer's step metrics under CleanRL's chart names. `policyTerm` is the loss term that is the
+ * algorithm's policy objective (every term is measured whatever its weight, so the algorithm says
+ * which one is its policy loss; null when it has none, as DQN). Algorithms with a KL penalty report
+ * `losses/kl`, the KL to the reference per episode, themselves.
+ */
+export function lossMetrics(
+  m: { 'losses/total': number; 'losses/grad_norm': number; 'losses/value_grad_norm': number; 'charts/learning_rate': number; skipped: boolean; terms: Record<string, number> },
+  policyTerm: 'losses/ppo' | 'losses/policy_gradient' | 'losses/nll' | null,
+  /** The objective trains the value head (PPO, A2C): only then is the value term a value loss. */
+  trainsValueHead: boolean,
+): Record<string, number> {
   return {
     'losses/total': m['losses/total'],
     'losses/grad_norm': m['losses/grad_norm'],
-    'losses/value_loss': m.terms['losses/value'],
+    ...(policyTerm ? { 'losses/policy_loss': m.terms[policyTerm] } : {}),
+    ...(trainsValueHead ? { 'losses/value_loss': m.terms['losses/value'] } : {}),
     'charts/learning_rate': m['charts/learning_rate'],
     'losses/skipped_steps': m.skipped ? 1 : 0,
   };

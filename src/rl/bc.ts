@@ -34,7 +34,7 @@ export function bc(config: BcConfig = BC_DEFAULTS): Algorithm {
       if (imitated.length === 0) return { episodes: played, metrics };
       const items = imitated.flatMap((e) => e.steps.map((step) => ({ step, advantage: 0 })));
       const step = await policy.update(trainer, items, { objective: 'nll' });
-      return { episodes: played, metrics: { ...metrics, ...lossMetrics(step), 'losses/nll': -step.logProb } };
+      return { episodes: played, metrics: { ...metrics, ...lossMetrics(step, 'losses/nll', false), 'losses/nll': -step.logProb } };
     },
 
     state: () => null,

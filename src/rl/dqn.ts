@@ -110,7 +110,7 @@ export function dqn(config: DqnConfig = DQN_DEFAULTS): Algorithm<ChoiceStep> {
         const nextQ = new Map(withNext.map((x, i) => [x, qValues(target!.head, nextScores[i].candidateHidden!)]));
         const targets = tdTargets(batch.map((x) => ({ reward: x.reward, terminated: x.terminated, nextQ: nextQ.get(x) ?? [] })), config.gamma);
         const step = await trainer.step(qRegression(batch, targets, policy.options.microBatch), { value: 1 });
-        Object.assign(metrics, lossMetrics(step), { 'losses/td_loss': step.terms['losses/value'], 'losses/q_target': targets.reduce((a, b) => a + b, 0) / targets.length });
+        Object.assign(metrics, lossMetrics(step, null, false), { 'losses/td_loss': step.terms['losses/value'], 'losses/q_target': targets.reduce((a, b) => a + b, 0) / targets.length });
       }
       return { episodes: played, metrics };
     },

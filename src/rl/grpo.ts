@@ -57,9 +57,9 @@ export function grpo(config: GrpoConfig = GRPO_DEFAULTS): Algorithm {
         episodes: played,
         metrics: {
           ...episodeMetrics(played),
-          ...lossMetrics(metrics),
+          ...lossMetrics(metrics, 'losses/policy_gradient', false),
           'losses/entropy': metrics.entropy,
-          'grpo/kl_to_reference': klPerEpisode.reduce((a, b) => a + b, 0) / klPerEpisode.length,
+          ...(config.klCoefficient > 0 ? { 'losses/kl': klPerEpisode.reduce((a, b) => a + b, 0) / klPerEpisode.length } : {}),
         },
       };
     },

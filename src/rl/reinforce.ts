@@ -50,7 +50,7 @@ export function reinforce(config: ReinforceConfig = REINFORCE_DEFAULTS): Algorit
       // 3. One policy-gradient step over every step of every episode.
       const items: UpdateItem<PolicyStep>[] = episodes.flatMap((e) => e.steps).map((step, k) => ({ step, advantage: advantages[k] }));
       const metrics = await policy.update(trainer, items, { objective: 'pg' });
-      return { episodes: played, metrics: { ...episodeMetrics(played), ...lossMetrics(metrics), 'losses/entropy': metrics.entropy, 'reinforce/baseline': baseline.mean } };
+      return { episodes: played, metrics: { ...episodeMetrics(played), ...lossMetrics(metrics, 'losses/policy_gradient', false), 'losses/entropy': metrics.entropy, 'reinforce/baseline': baseline.mean } };
     },
 
     state: () => baseline.toJSON(),

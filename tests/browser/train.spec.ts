@@ -1,0 +1,58 @@
+// Training in the page, end to end in headless Chromium on SwiftShader: the run trains in the
+// training Worker on the stories260K fixture, the dashboard fills update after update, pause and
+// resume continue the same run, and a reload in the middle of a run offers to resume it from its
+// last checkpoint in IndexedDB, with the charts' history restored.
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { expect, test, type Page } from '@playwright/test';
+
+const FIXTURE_DIR = fileURLToPath(new URL('../../../shared/fixtures/stories260K', import.meta.url));
+const SCREENSHOTS = fileURLToPath(new URL('../../test-results/screenshots/', import.meta.url));
+
+test.beforeEach(({ page }) => {
+  page.on('pageerror', (error) => console.log(`[page error] ${error.message}`));
+});
+
+const points = async (page: Page, chart: string) => Number(await page.getByTestId(chart).getAttribute('data-points'));
+
+test('trains in a Worker: the charts fill, pause and resume, and a reload resumes from the checkpoint', async ({ page }) => {
+  test.skip(!existsSync(FIXTURE_DIR), `no stories260K fixture at ${FIXTURE_DIR}`);
+  test.setTimeout(900_000);
+  await page.goto('/');
+  await expect(page.getByTestId('adapter')).toBeVisible();
+  await expect(page.getByLabel('Model folder URL')).toHaveValue('/fixtures/stories260K/');
+
+  await page.getByLabel('Environment').selectOption('tool-use');
+  await page.getByLabel('Algorithm').selectOption('reinforce');
+  await page.getByLabel('Episodes', { exact: true }).fill('16');
+  await page.getByText('REINFORCE settings').click();
+  await page.getByLabel('episodesPerUpdate').fill('2');
+  await expect(page.getByText('Episodes played between two training updates.')).toBeVisible();
+  await page.getByRole('button', { name: 'Train', exact: true }).click();
+
+  // The first update: the reward chart has a point and the latest episode is shown.
+  await expect(page.getByTestId('chart-reward')).toHaveAttribute('data-points', '1', { timeout: 300_000 });
+  await expect(page.getByTestId('last-episode')).toContainText('Agent');
+  await expect(page.getByTestId('chart-policy-loss')).toHaveAttribute('data-points', '1');
+  await page.screenshot({ path: `${SCREENSHOTS}train-running.png`, fullPage: true });
+
+  // Pause stops after the update in progress; Resume continues the same run.
+  await page.getByRole('button', { name: 'Pause' }).click();
+  await expect(page.getByTestId('train-status')).toHaveAttribute('data-status', 'paused', { timeout: 300_000 });
+  const paused = await points(page, 'chart-reward');
+  expect(paused).toBeGreaterThanOrEqual(1);
+  await page.getByRole('button', { name: 'Resume' }).click();
+  await expect(page.getByTestId('train-status')).toHaveAttribute('data-status', 'training');
+  await expect.poll(() => points(page, 'chart-reward'), { timeout: 300_000 }).toBeGreaterThan(paused);
+
+  // A reload in the middle of the run: the page offers to resume it, with its history.
+  const beforeReload = await points(page, 'chart-reward');
+  await page.reload();
+  await expect(page.getByTestId('resume-offer')).toBeVisible();
+  await page.getByRole('button', { name: 'Resume it' }).click();
+  await expect(page.getByTestId('chart-reward')).toHaveAttribute('data-points', String(beforeReload));
+  await expect(page.getByTestId('train-status')).toHaveAttribute('data-status', 'finished', { timeout: 600_000 });
+  await expect(page.getByTestId('chart-reward')).toHaveAttribute('data-points', '8');
+  await expect(page.getByTestId('train-status')).toContainText('16 / 16 episodes');
+  await page.screenshot({ path: `${SCREENSHOTS}train-finished.png`, fullPage: true });
+});
