@@ -56,3 +56,35 @@ test('trains in a Worker: the charts fill, pause and resume, and a reload resume
   await expect(page.getByTestId('train-status')).toContainText('16 / 16 episodes');
   await page.screenshot({ path: `${SCREENSHOTS}train-finished.png`, fullPage: true });
 });
+
+test('the trajectory browser lists stored episodes, filters them, shows a transcript, and round-trips JSONL', async ({ page }) => {
+  test.skip(!existsSync(FIXTURE_DIR), `no stories260K fixture at ${FIXTURE_DIR}`);
+  await page.goto('/');
+  await expect(page.getByTestId('adapter')).toBeVisible();
+  // A fresh browser context per test: the runs come from a JSONL file, as a user would import them.
+  const jsonl = [
+    { index: 0, envId: 'tool-use', seed: 5, split: 'train', totalReward: 1, success: true, length: 1, createdAt: 1, steps: [{ t: 0, observation: 'What is 2+2?', action: 'answer: 4', reward: 1, terminated: true, truncated: false, info: { success: true } }] },
+    { index: 1, envId: 'tool-use', seed: 6, split: 'train', totalReward: 0, success: false, length: 1, createdAt: 2, steps: [{ t: 0, observation: 'What is 3+3?', action: 'answer: 7', reward: 0, terminated: true, truncated: false, info: { success: false } }] },
+  ].map((e) => JSON.stringify(e)).join('\n');
+  await page.getByText('Import JSONL').setInputFiles({ name: 'episodes.jsonl', mimeType: 'application/x-ndjson', buffer: Buffer.from(`${jsonl}\n`) });
+  await expect(page.getByTestId('trajectories-notice')).toContainText('Imported 2 episodes');
+  await expect(page.getByTestId('episode-table')).toHaveAttribute('data-total', '2');
+
+  await page.getByLabel('Outcome').selectOption('success');
+  await expect(page.getByTestId('episode-table')).toHaveAttribute('data-total', '1');
+  await page.getByRole('button', { name: 'Show episode 0' }).click();
+  await expect(page.getByTestId('episode-detail')).toContainText('answer: 4');
+  await page.screenshot({ path: `${SCREENSHOTS}trajectories.png`, fullPage: true });
+
+  const download = page.waitForEvent('download');
+  await page.getByRole('button', { name: 'Export JSONL' }).click();
+  const file = await download;
+  expect(file.suggestedFilename()).toMatch(/\.jsonl$/);
+  const lines = (await (await file.createReadStream()).toArray()).join('').trim().split('\n');
+  expect(lines.map((l) => JSON.parse(l).steps[0].action)).toEqual(['answer: 4', 'answer: 7']);
+
+  // A broken file: the line and the problem, and nothing stored.
+  await page.getByText('Import JSONL').setInputFiles({ name: 'broken.jsonl', mimeType: 'application/x-ndjson', buffer: Buffer.from('{"index": 0}\nnot json\n') });
+  await expect(page.getByTestId('trajectories-error')).toContainText('broken.jsonl');
+  await expect(page.getByTestId('trajectories-error')).toContainText('line 1');
+});
