@@ -5,6 +5,12 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { expect, test, type Page } from '@playwright/test';
+import { unzipSync } from 'fflate';
+import { readPeftAdapter } from '../../src/engine/lora/peft.ts';
+import { loadModelFiles } from '../../src/engine/model/load.ts';
+import { MemoryModelSource } from '../../src/engine/model/memory-source.ts';
+import { parseSafetensors } from '../../src/engine/model/safetensors.ts';
+import { openModelSource } from '../../src/engine/model/source-node.ts';
 
 const FIXTURE_DIR = fileURLToPath(new URL('../../../shared/fixtures/stories260K', import.meta.url));
 const SCREENSHOTS = fileURLToPath(new URL('../../test-results/screenshots/', import.meta.url));
@@ -55,6 +61,27 @@ test('trains in a Worker: the charts fill, pause and resume, and a reload resume
   await expect(page.getByTestId('chart-reward')).toHaveAttribute('data-points', '8');
   await expect(page.getByTestId('train-status')).toContainText('16 / 16 episodes');
   await page.screenshot({ path: `${SCREENSHOTS}train-finished.png`, fullPage: true });
+
+  // Export: the PEFT zip has PEFT's names and shapes, and loads back on the same base model.
+  const download = page.waitForEvent('download');
+  await page.getByRole('button', { name: 'PEFT adapter (.zip)' }).click();
+  const zip = await download;
+  expect(zip.suggestedFilename()).toMatch(/-peft\.zip$/);
+  const files = unzipSync(Buffer.concat(await (await zip.createReadStream()).toArray()));
+  expect(Object.keys(files).sort()).toEqual(['adapter_config.json', 'adapter_model.safetensors']);
+  const config = JSON.parse(new TextDecoder().decode(files['adapter_config.json']));
+  expect(config).toMatchObject({ peft_type: 'LORA', r: 8, lora_alpha: 16 });
+  const tensors = parseSafetensors(files['adapter_model.safetensors'], 'adapter_model.safetensors');
+  // stories260K: hidden 64, 8 heads and 4 KV heads of 8, MLP 172, 5 layers; 7 projections x A and B.
+  expect(tensors.size).toBe(5 * 7 * 2);
+  expect(tensors.get('base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight')?.shape).toEqual([8, 64]);
+  expect(tensors.get('base_model.model.model.layers.0.self_attn.k_proj.lora_B.weight')?.shape).toEqual([32, 8]);
+  expect(tensors.get('base_model.model.model.layers.4.mlp.down_proj.lora_A.weight')?.shape).toEqual([8, 172]);
+  const base = await loadModelFiles(openModelSource(FIXTURE_DIR));
+  const adapter = await readPeftAdapter(new MemoryModelSource(new Map(Object.entries(files)), 'exported zip: '), base.config);
+  expect(adapter.settings.r).toBe(8);
+  await page.getByRole('heading', { name: 'Export' }).scrollIntoViewIfNeeded();
+  await page.screenshot({ path: `${SCREENSHOTS}export.png` });
 });
 
 test('the trajectory browser lists stored episodes, filters them, shows a transcript, and round-trips JSONL', async ({ page }) => {
