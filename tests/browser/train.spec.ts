@@ -115,3 +115,35 @@ test('the trajectory browser lists stored episodes, filters them, shows a transc
   await expect(page.getByTestId('trajectories-error')).toContainText('broken.jsonl');
   await expect(page.getByTestId('trajectories-error')).toContainText('line 1');
 });
+
+test('a share link restores the setup in a fresh browser; a cut-short link says so', async ({ page, browser }) => {
+  await page.goto('/');
+  await expect(page.getByTestId('adapter')).toBeVisible();
+  await page.getByLabel('Environment').selectOption('reasoning');
+  await page.getByLabel('Algorithm').selectOption('grpo');
+  await page.getByLabel('Episodes', { exact: true }).fill('40');
+  await page.locator('#train-seed').fill('9');
+  await page.getByText('GRPO settings').click();
+  await page.getByLabel('groupSize').fill('6');
+  await page.getByRole('button', { name: 'Share setup' }).click();
+  const link = await page.getByLabel('Share link').inputValue();
+  expect(link).toContain('#x=');
+
+  const fresh = await browser.newContext();
+  const other = await fresh.newPage();
+  await other.goto(link);
+  await expect(other.getByTestId('share-restored')).toBeVisible();
+  await expect(other.getByLabel('Environment')).toHaveValue('reasoning');
+  await expect(other.getByLabel('Algorithm')).toHaveValue('grpo');
+  await expect(other.getByLabel('Episodes', { exact: true })).toHaveValue('40');
+  await expect(other.locator('#train-seed')).toHaveValue('9');
+  await other.getByText('GRPO settings').click();
+  await expect(other.getByLabel('groupSize')).toHaveValue('6');
+  await expect(other.getByLabel('Model folder URL')).toHaveValue(/\/fixtures\/stories260K\/$/);
+  await other.screenshot({ path: `${SCREENSHOTS}share-restored.png`, fullPage: true });
+
+  await other.goto(link.slice(0, -10));
+  await other.reload();
+  await expect(other.getByTestId('share-error')).toContainText('damaged or cut short');
+  await fresh.close();
+});

@@ -1,0 +1,47 @@
+// Share links: the experiment survives the round trip through the URL fragment; damaged, cut-short,
+// foreign-version and edited links fail with messages that say so.
+import { deflateSync, strToU8 } from 'fflate';
+import { describe, expect, test } from 'vitest';
+import { MAX_LINK_LENGTH, readShareFragment, shareLink, ShareLinkError, type SharedExperiment } from '../../src/app/share.ts';
+
+const experiment: SharedExperiment = {
+  model: 'https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct/resolve/main/',
+  env: 'tool-use',
+  mode: 'choice',
+  algo: 'ppo',
+  algorithm: { clipCoef: 0.1, klTarget: null, normalizeAdvantages: false },
+  episodes: 500,
+  seed: 7,
+  loraR: 16,
+};
+
+describe('share links', () => {
+  test('round trip through the fragment, which replaces any earlier one', () => {
+    const link = shareLink('https://rlplay.example/app/?model=x#old', experiment);
+    const url = new URL(link);
+    expect(url.pathname).toBe('/app/');
+    expect(url.search).toBe('?model=x');
+    expect(url.hash.startsWith('#x=')).toBe(true);
+    expect(link.length).toBeLessThan(MAX_LINK_LENGTH);
+    expect(readShareFragment(url.hash)).toEqual(experiment);
+  });
+
+  test('a fragment without an experiment is not an error', () => {
+    expect(readShareFragment('')).toBeNull();
+    expect(readShareFragment('#section')).toBeNull();
+  });
+
+  test('a link cut short or damaged says so', () => {
+    const hash = new URL(shareLink('https://rlplay.example/', experiment)).hash;
+    for (const broken of [hash.slice(0, hash.length - 12), `${hash.slice(0, 20)}!!${hash.slice(22)}`, '#x=']) {
+      expect(() => readShareFragment(broken)).toThrow(ShareLinkError);
+      expect(() => readShareFragment(broken)).toThrow(/damaged or cut short|incomplete/);
+    }
+  });
+
+  test('another format version, and an edited experiment, are named', () => {
+    const encode = (value: unknown) => `#x=${Buffer.from(deflateSync(strToU8(JSON.stringify(value)))).toString('base64url')}`;
+    expect(() => readShareFragment(encode({ ...experiment, v: 99 }))).toThrow(/another version of rlplay \(format 99/);
+    expect(() => readShareFragment(encode({ ...experiment, v: 1, episodes: -3, mode: 'dance' }))).toThrow(/bad mode, episodes/);
+  });
+});
