@@ -5,6 +5,7 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { expect, test, type Page } from '@playwright/test';
+import { gguf } from '@huggingface/gguf';
 import { unzipSync } from 'fflate';
 import { readPeftAdapter } from '../../src/engine/lora/peft.ts';
 import { loadModelFiles } from '../../src/engine/model/load.ts';
@@ -80,6 +81,15 @@ test('trains in a Worker: the charts fill, pause and resume, and a reload resume
   const base = await loadModelFiles(openModelSource(FIXTURE_DIR));
   const adapter = await readPeftAdapter(new MemoryModelSource(new Map(Object.entries(files)), 'exported zip: '), base.config);
   expect(adapter.settings.r).toBe(8);
+  // GGUF: llama.cpp's metadata and tensor names, read by @huggingface/gguf.
+  const ggufDownload = page.waitForEvent('download');
+  await page.getByRole('button', { name: 'GGUF LoRA (llama.cpp)' }).click();
+  const ggufFile = await ggufDownload;
+  expect(ggufFile.suggestedFilename()).toMatch(/-lora\.gguf$/);
+  const ggufPath = await ggufFile.path();
+  const parsed = await gguf(ggufPath, { allowLocalFile: true });
+  expect(parsed.metadata).toMatchObject({ 'general.architecture': 'llama', 'general.type': 'adapter', 'adapter.type': 'lora' });
+  expect(parsed.tensorInfos.find((t) => t.name === 'blk.0.attn_q.weight.lora_a')?.shape).toEqual([64n, 8n]);
   await page.getByRole('heading', { name: 'Export' }).scrollIntoViewIfNeeded();
   await page.screenshot({ path: `${SCREENSHOTS}export.png` });
 });

@@ -3,10 +3,13 @@
 //                   as PEFT writes them (transformers, vLLM, PEFT itself)
 //   --format onnx   a base model (--model, or the run's) with an adapter merged in (--run or
 //                   --adapter, or none): a float32 ONNX model folder that transformers.js loads
+//   --format gguf   the adapter of a run (--run), or a PEFT folder (--adapter, with --model), as a
+//                   GGUF LoRA file (--out FILE.gguf) for llama.cpp on a GGUF of the same base model
 import { mkdir, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { Option } from 'commander';
+import { ggufLoraAdapter } from '../../engine/export/gguf.ts';
 import { exportOnnx } from '../../engine/export/onnx.ts';
 import type { HostLoraAdapter } from '../../engine/lora/adapter.ts';
 import { peftAdapterFiles, readPeftAdapter } from '../../engine/lora/peft.ts';
@@ -20,7 +23,7 @@ import { FileTrajectoryStore } from '../../store/files.ts';
 import { byteProgress } from '../progress.ts';
 
 interface ExportFlags {
-  format: 'peft' | 'onnx';
+  format: 'peft' | 'onnx' | 'gguf';
   run?: string;
   model?: string;
   adapter?: string;
@@ -32,16 +35,17 @@ export function registerExport(program: Command): void {
     .command('export')
     .description("write a run's trained adapter in another tool's format")
     .addOption(
-      new Option('--format <format>', 'peft: a PEFT adapter folder; onnx: a transformers.js model folder with the adapter merged in')
-        .choices(['peft', 'onnx'])
+      new Option('--format <format>', 'peft: a PEFT adapter folder; onnx: a transformers.js model folder with the adapter merged in; gguf: a llama.cpp LoRA file')
+        .choices(['peft', 'onnx', 'gguf'])
         .makeOptionMandatory(),
     )
     .option('--run <dir>', 'the --out folder of rlplay train: its latest adapter (peft: required)')
-    .option('--model <dir|url|hf:id>', 'onnx: the base model folder (default: the model the run trained)')
-    .option('--adapter <dir|url|hf:id>', 'onnx: a PEFT adapter folder to merge, instead of a run\'s')
-    .requiredOption('--out <dir>', 'where to write the exported folder')
+    .option('--model <dir|url|hf:id>', 'onnx, gguf: the base model folder (default: the model the run trained)')
+    .option('--adapter <dir|url|hf:id>', 'onnx, gguf: a PEFT adapter folder, instead of a run\'s')
+    .requiredOption('--out <path>', 'where to write the exported folder (gguf: the .gguf file)')
     .action(async (flags: ExportFlags) => {
       if (flags.format === 'peft') return exportPeft(flags);
+      if (flags.format === 'gguf') return exportGguf(flags);
       return exportOnnxFolder(flags);
     });
 }
@@ -56,6 +60,25 @@ async function exportPeft(flags: ExportFlags): Promise<void> {
     await writeFolder(out, peftAdapterFiles(adapter));
     process.stderr.write(`PEFT adapter of ${run.id} (update ${run.step}, ${describe(adapter)}) written to ${out}\n`);
   });
+}
+
+async function exportGguf(flags: ExportFlags): Promise<void> {
+  if (flags.run && flags.adapter) throw new Error('give either --run (the adapter a run trained) or --adapter (a PEFT adapter folder), not both');
+  if (!flags.run && !(flags.adapter && flags.model)) throw new Error('--format gguf needs --run, or --adapter with --model (the base model, for its architecture and heads)');
+  const out = resolve(flags.out.endsWith('.gguf') ? flags.out : `${flags.out}.gguf`);
+  const write = async (model: string, readAdapter: (config: ModelConfig) => Promise<HostLoraAdapter>, origin: string) => {
+    const config = parseModelConfig(await readJsonFile(openModelSource(model), 'config.json'));
+    const adapter = await readAdapter(config);
+    await mkdir(dirname(out), { recursive: true });
+    await writeFile(out, ggufLoraAdapter(adapter, config, origin));
+    process.stderr.write(`GGUF LoRA of ${origin} (${describe(adapter)}) written to ${out}: use it with llama.cpp's --lora on a GGUF of ${model}\n`);
+  };
+  if (flags.run) {
+    await withRunAdapter(flags.run, (run, readAdapter) => write(flags.model ?? run.model, readAdapter, `${run.id} update ${run.step}`));
+  } else {
+    const source = openAdapterSource(flags.adapter!);
+    await write(flags.model!, (config) => readPeftAdapter(source, config), flags.adapter!);
+  }
 }
 
 async function exportOnnxFolder(flags: ExportFlags): Promise<void> {
