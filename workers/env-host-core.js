@@ -1,9 +1,10 @@
 // @ts-check
-// The inside of an environment worker, shared by Node (env-host-node.js) and the browser
-// (env-host.js): it imports one custom environment module, makes one Env at a time and runs its
+// The inside of an environment worker, shared by Node (env-host-node.js) and the browser's
+// sandbox (src/env/load-browser.ts puts this text, without its `export`, into the sandboxed
+// worker's script): it imports one custom environment module, makes one Env at a time and runs its
 // calls. Plain JavaScript on purpose: Node runs it as is in a worker_threads Worker, with no
-// TypeScript loader (which would also change how the user's .js files load), and Vite bundles it
-// for the browser. Replies never throw: every failure is a value (see src/env/env-host-protocol.ts).
+// TypeScript loader (which would also change how the user's .js files load), and the browser runs
+// it as a classic script. Replies never throw: every failure is a value (see src/env/env-host-protocol.ts).
 
 /** @typedef {import('../src/env/env-host-protocol.ts').EnvHostApi} EnvHostApi */
 /** @typedef {import('../src/env/env-host-protocol.ts').ModuleRequest} ModuleRequest */

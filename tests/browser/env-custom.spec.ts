@@ -1,5 +1,6 @@
-// Custom environments from source text in Chromium: the module runs in a module Web Worker
-// (src/env/load-browser.ts, workers/env-host.js); a good one plays like the same module imported
+// Custom environments from source text in Chromium: the module runs in a Web Worker inside an
+// opaque-origin sandbox iframe (src/env/load-browser.ts) that reaches neither rlplay's IndexedDB
+// nor the network; a good one plays like the same module imported
 // in the page, a throwing one ends its episode with an EnvError, and a synchronous infinite loop is
 // stopped at the time limit while the page stays responsive, the next episode on a fresh worker.
 import { expect, test, type Page } from '@playwright/test';
@@ -64,4 +65,11 @@ test('a NaN reward and source that does not load are clear EnvErrors', async () 
   const looping = await page.evaluate(() => window.rlplayEnvCustom.loadError('for (;;) {}\nexport default {};'));
   expect(looping).toMatchObject({ kind: 'timeout' });
   expect(looping!.message).toContain('did not finish loading within 1000 ms');
+});
+
+test("the sandbox keeps the environment away from rlplay's storage, the network and the page", async () => {
+  const probes = await page.evaluate(() => window.rlplayEnvCustom.escape());
+  console.log(`sandbox probes: ${JSON.stringify(probes)}`);
+  expect(probes.origin).toBe('null');
+  for (const key of ['indexedDB', 'fetch', 'webSocket', 'importFromUrl', 'page']) expect(probes[key], key).toMatch(/^blocked/);
 });

@@ -28,6 +28,8 @@ export interface EnvCustomPage {
   fault(fault: string, at: number, stepTimeoutMs: number): Promise<{ error: ErrorReport | null; ticks: number; next: string }>;
   /** Loading source that does not load. */
   loadError(source: string): Promise<ErrorReport | null>;
+  /** What an environment's code gets when it reaches for rlplay's storage, the network and the page. */
+  escape(): Promise<Record<string, string>>;
 }
 
 declare global {
@@ -93,5 +95,39 @@ window.rlplayEnvCustom = {
   },
 
   loadError: (source) => caught(() => loadEnvSource(source, { label: 'editor.js', loadTimeoutMs: 1000 })),
+
+  async escape() {
+    // The page's own origin has rlplay's database: the sandbox must not see it.
+    await new Promise((resolve, reject) => Object.assign(indexedDB.open('rlplay-escape-probe'), { onsuccess: resolve, onerror: reject }));
+    const module = await loadEnvSource(ESCAPE_SOURCE, { label: 'escape.js', stepTimeoutMs: 10_000 });
+    const env = await module.make();
+    const { observation } = await env.reset({ seed: 0, options: { origin: location.origin } });
+    await env.close?.();
+    await module.dispose();
+    return JSON.parse(observation) as Record<string, string>;
+  },
 };
+
+/** Tries every way out; each probe reports 'blocked: …' or what it reached. */
+const ESCAPE_SOURCE = `
+const probe = async (run) => { try { return 'reached: ' + String(await run()); } catch (e) { return 'blocked: ' + (e && e.name); } };
+export default {
+  id: 'escape', description: 'probes the sandbox', maxEpisodeSteps: 1,
+  make() {
+    return {
+      async reset({ options }) {
+        const result = {
+          indexedDB: await probe(() => new Promise((resolve, reject) => { const r = indexedDB.open('rlplay-escape-probe'); r.onsuccess = () => resolve('opened'); r.onerror = () => reject(r.error); })),
+          fetch: await probe(() => fetch(options.origin + '/index.html').then((r) => r.status)),
+          webSocket: await probe(() => new Promise((resolve, reject) => { const ws = new WebSocket(options.origin.replace('http', 'ws')); ws.onopen = () => resolve('open'); ws.onerror = () => reject(new Error('refused')); })),
+          importFromUrl: await probe(() => import(options.origin + '/src/app/share.ts')),
+          page: await probe(() => typeof document === 'undefined' ? Promise.reject(new ReferenceError('no document')) : document.title),
+          origin: String(self.origin),
+        };
+        return { observation: JSON.stringify(result), info: {} };
+      },
+      step() { return { observation: '', reward: 0, terminated: true, truncated: false, info: {} }; },
+    };
+  },
+};`;
 document.title = 'env-custom ready';
