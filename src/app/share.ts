@@ -19,6 +19,8 @@ export interface SharedExperiment {
   episodes: number;
   seed: number;
   loraR: number;
+  /** A custom environment's source, when `env` is one (run only after the user agrees). */
+  envSource?: string;
 }
 
 export class ShareLinkError extends Error {
@@ -62,6 +64,17 @@ export function readShareFragment(hash: string): SharedExperiment | null {
   if (typeof shared.algo !== 'string') problems.push('algo');
   if (typeof shared.algorithm !== 'object' || shared.algorithm === null || Array.isArray(shared.algorithm)) problems.push('algorithm');
   for (const key of ['episodes', 'seed', 'loraR'] as const) if (!Number.isSafeInteger(shared[key]) || (shared[key] as number) < 0) problems.push(key);
+  if (shared.envSource !== undefined && typeof shared.envSource !== 'string') problems.push('envSource');
   if (problems.length) throw new ShareLinkError(`This share link's experiment is incomplete or edited (bad ${problems.join(', ')}). Ask for the link again.`);
-  return { model: shared.model!, env: shared.env!, mode: shared.mode!, algo: shared.algo!, algorithm: shared.algorithm!, episodes: shared.episodes!, seed: shared.seed!, loraR: shared.loraR! };
+  return {
+    model: shared.model!,
+    env: shared.env!,
+    mode: shared.mode!,
+    algo: shared.algo!,
+    algorithm: shared.algorithm!,
+    episodes: shared.episodes!,
+    seed: shared.seed!,
+    loraR: shared.loraR!,
+    ...(shared.envSource !== undefined ? { envSource: shared.envSource } : {}),
+  };
 }

@@ -15,6 +15,8 @@ export type { WorkerEnvModule } from './worker-env.ts';
 export interface LoadEnvSourceOptions extends WorkerEnvOptions {
   /** How errors name the source before its id is known, e.g. the file name. Default 'custom environment'. */
   label?: string;
+  /** Who makes the sandboxes: the page's own by default; a Worker must pass the page's. */
+  host?: SandboxHost;
 }
 
 /** The sandbox's policy: scripts only from the iframe itself and Blob URLs, nothing else at all. */
@@ -37,28 +39,66 @@ addEventListener('message', (event) => {
 parent.postMessage({ rlplayEnvSandboxReady: true }, '*');
 </script>`;
 
-function sandboxedWorker(): WorkerHandle {
-  const iframe = document.createElement('iframe');
-  iframe.sandbox.add('allow-scripts');
-  iframe.hidden = true;
-  iframe.title = 'rlplay environment sandbox';
-  iframe.srcdoc = SANDBOX_DOCUMENT;
+/**
+ * Where sandboxes are made: a document (the page). A Worker, which has none, gets the page's host
+ * through comlink (workerSandboxHost) and sends it one end of each worker's channel.
+ */
+export interface SandboxHost {
+  /** Starts a sandboxed environment worker serving `port`; `onDeath` hears of its death. */
+  open(port: MessagePort, onDeath: (reason: string) => void): number | Promise<number>;
+  /** Ends that sandbox and its worker. */
+  close(id: number): void;
+}
+
+/** The page's sandboxes: one hidden opaque-origin iframe per environment worker. */
+export function documentSandboxHost(): SandboxHost {
+  const open = new Map<number, () => void>();
+  let next = 0;
+  return {
+    open(port, onDeath) {
+      const id = next++;
+      const iframe = document.createElement('iframe');
+      iframe.sandbox.add('allow-scripts');
+      iframe.hidden = true;
+      iframe.title = 'rlplay environment sandbox';
+      iframe.srcdoc = SANDBOX_DOCUMENT;
+      const listener = (event: MessageEvent) => {
+        if (event.source !== iframe.contentWindow) return;
+        if (event.data?.rlplayEnvSandboxReady) iframe.contentWindow!.postMessage({ source: WORKER_SOURCE, port }, '*', [port]);
+        else if (typeof event.data?.rlplayEnvDeath === 'string') onDeath(`uncaught ${event.data.rlplayEnvDeath}`);
+      };
+      window.addEventListener('message', listener);
+      document.body.append(iframe);
+      open.set(id, () => {
+        window.removeEventListener('message', listener);
+        iframe.remove(); // ends the document, and with it the worker
+      });
+      return id;
+    },
+    close(id) {
+      open.get(id)?.();
+      open.delete(id);
+    },
+  };
+}
+
+let pageHost: SandboxHost | null = null;
+
+/** The page's sandbox host (made on first use). */
+export function pageSandboxHost(): SandboxHost {
+  return (pageHost ??= documentSandboxHost());
+}
+
+function sandboxedWorker(host: SandboxHost): WorkerHandle {
   // Calls sent before the sandbox is up wait in the channel.
   const channel = new MessageChannel();
   let onDeath: (reason: string) => void = () => {};
-  const listener = (event: MessageEvent) => {
-    if (event.source !== iframe.contentWindow) return;
-    if (event.data?.rlplayEnvSandboxReady) iframe.contentWindow!.postMessage({ source: WORKER_SOURCE, port: channel.port2 }, '*', [channel.port2]);
-    else if (typeof event.data?.rlplayEnvDeath === 'string') onDeath(`uncaught ${event.data.rlplayEnvDeath}`);
-  };
-  window.addEventListener('message', listener);
-  document.body.append(iframe);
+  const id = Promise.resolve(host.open(channel.port2, (reason) => onDeath(reason)));
   return {
     endpoint: channel.port1,
     terminate() {
-      window.removeEventListener('message', listener);
       channel.port1.close();
-      iframe.remove(); // ends the document, and with it the worker
+      void id.then((opened) => host.close(opened));
     },
     onDeath(listener) {
       onDeath = listener;
@@ -71,8 +111,9 @@ function sandboxedWorker(): WorkerHandle {
  * `{ id, description, maxEpisodeSteps, make }`. It runs in sandboxed Web Workers, one per Env
  * instance; calls are validated and limited to `stepTimeoutMs` (default 5000). A syntax error, no
  * default export or a wrong shape rejects with an EnvError. Call dispose() to end its workers.
- * Needs a document (the sandbox is an iframe): call it from the page, not from a Worker.
+ * In the page the sandboxes are its own; in a Worker, pass the page's host (options.host).
  */
 export function loadEnvSource(sourceText: string, options: LoadEnvSourceOptions = {}): Promise<WorkerEnvModule> {
-  return loadWorkerEnvModule(sandboxedWorker, { text: sourceText, label: options.label ?? 'custom environment' }, options);
+  const host = options.host ?? pageSandboxHost();
+  return loadWorkerEnvModule(() => sandboxedWorker(host), { text: sourceText, label: options.label ?? 'custom environment' }, options);
 }

@@ -29,7 +29,7 @@ test('trains in a Worker: the charts fill, pause and resume, and a reload resume
   await expect(page.getByTestId('adapter')).toBeVisible();
   await expect(page.getByLabel('Model folder URL')).toHaveValue('/fixtures/stories260K/');
 
-  await page.getByLabel('Environment').selectOption('tool-use');
+  await page.getByLabel('Environment', { exact: true }).selectOption('tool-use');
   await page.getByLabel('Algorithm').selectOption('reinforce');
   await page.getByLabel('Episodes', { exact: true }).fill('16');
   await page.getByText('REINFORCE settings').click();
@@ -129,7 +129,7 @@ test('the trajectory browser lists stored episodes, filters them, shows a transc
 test('a share link restores the setup in a fresh browser; a cut-short link says so', async ({ page, browser }) => {
   await page.goto('/');
   await expect(page.getByTestId('adapter')).toBeVisible();
-  await page.getByLabel('Environment').selectOption('reasoning');
+  await page.getByLabel('Environment', { exact: true }).selectOption('reasoning');
   await page.getByLabel('Algorithm').selectOption('grpo');
   await page.getByLabel('Episodes', { exact: true }).fill('40');
   await page.locator('#train-seed').fill('9');
@@ -143,7 +143,7 @@ test('a share link restores the setup in a fresh browser; a cut-short link says 
   const other = await fresh.newPage();
   await other.goto(link);
   await expect(other.getByTestId('share-restored')).toBeVisible();
-  await expect(other.getByLabel('Environment')).toHaveValue('reasoning');
+  await expect(other.getByLabel('Environment', { exact: true })).toHaveValue('reasoning');
   await expect(other.getByLabel('Algorithm')).toHaveValue('grpo');
   await expect(other.getByLabel('Episodes', { exact: true })).toHaveValue('40');
   await expect(other.locator('#train-seed')).toHaveValue('9');

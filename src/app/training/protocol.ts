@@ -1,6 +1,7 @@
 // What the page and the training Worker (worker.ts) say to each other, through comlink. The Worker
 // owns the GPUDevice, the model and the run; the page only sends settings and receives progress.
 import type { AlgorithmName } from '../../rl/algorithm.ts';
+import type { SandboxHost } from '../../env/load-browser.ts';
 import type { RunProgress, TrainConfig } from '../../rl/run.ts';
 
 export interface StartRequest {
@@ -8,8 +9,50 @@ export interface StartRequest {
   modelUrl: string;
   /** The run in IndexedDB: a new id starts a run, an existing one resumes it. */
   runId: string;
-  /** The run's settings (config.model is the URL, config.env the built-in id); the prompt format follows the model. */
+  /** The run's settings (config.model is the URL, config.env the built-in id or the custom environment's id); the prompt format follows the model. */
   config: Omit<TrainConfig, 'format'>;
+  /** A custom environment's source (config.env is then its id); it runs in the page's sandboxes. */
+  customEnv?: CustomEnvSource;
+}
+
+export interface CustomEnvSource {
+  source: string;
+  /** How errors name it, e.g. 'editor'. */
+  label: string;
+}
+
+/** A custom environment that passed Validate: what the Train card offers. */
+export interface CustomEnvironment {
+  id: string;
+  description: string;
+  maxEpisodeSteps: number;
+  source: string;
+}
+
+export interface ValidateRequest extends CustomEnvSource {
+  modelUrl: string;
+  /** Episodes per policy. */
+  episodes: number;
+}
+
+export interface ValidatedEpisode {
+  policy: 'random' | 'model';
+  seed: number;
+  totalReward: number;
+  success: boolean;
+  steps: number;
+  error?: string;
+}
+
+export interface ValidationReport {
+  id: string;
+  description: string;
+  maxEpisodeSteps: number;
+  episodes: ValidatedEpisode[];
+  /** Whether the returns of successful episodes are above those of failed ones, in words. */
+  separation: string;
+  /** True when every successful episode returned more than every failed one; null when all ended alike. */
+  separates: boolean | null;
 }
 
 export interface EpisodeView {
@@ -53,8 +96,10 @@ export interface TrainerApi {
   /** The built-in environments (they live in the Worker, with their sandboxes). */
   environments(): EnvironmentInfo[];
   algorithms(): AlgorithmInfo[];
-  /** Loads the model (kept for the next run on the same URL) and trains or resumes the run. */
-  start(request: StartRequest, events: TrainerEvents): Promise<TrainSummary>;
+  /** Loads the model (kept for the next run on the same URL) and trains or resumes the run; `sandbox` is the page's, for a custom environment. */
+  start(request: StartRequest, events: TrainerEvents, sandbox?: SandboxHost): Promise<TrainSummary>;
+  /** Plays a custom environment with a uniform random policy and with the model, and reports. */
+  validate(request: ValidateRequest, sandbox: SandboxHost): Promise<ValidationReport>;
   /** Asks the run to stop after the update in progress; start() then resolves with status 'paused'. */
   pause(): void;
 }

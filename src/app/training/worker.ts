@@ -5,12 +5,16 @@ import * as Comlink from 'comlink';
 import { requestGpu, type GpuContext } from '../../engine/gpu/device.ts';
 import { loadModel, type Model } from '../../engine/model.ts';
 import { HttpModelSource } from '../../engine/model/source.ts';
+import { makePolicy } from '../../agent/policies.ts';
+import { mulberry32 } from '../../common/random.ts';
 import { BUILTIN_ENVIRONMENTS } from '../../env/builtin/index.ts';
-import { guardEnvModule } from '../../env/guard.ts';
+import { describeThrown, guardEnvModule } from '../../env/guard.ts';
+import { loadEnvSource, type SandboxHost } from '../../env/load-browser.ts';
+import type { EnvModule } from '../../env/types.ts';
 import { ALGORITHM_DEFAULTS, ALGORITHMS, makeAlgorithm } from '../../rl/index.ts';
-import { trainRun } from '../../rl/run.ts';
+import { TRAIN_DEFAULTS, trainRun } from '../../rl/run.ts';
 import { openIndexedDbStore } from '../../store/indexeddb.ts';
-import type { StartRequest, TrainerApi, TrainerEvents, TrainSummary } from './protocol.ts';
+import type { CustomEnvSource, StartRequest, TrainerApi, TrainerEvents, TrainSummary, ValidatedEpisode, ValidationReport, ValidateRequest } from './protocol.ts';
 
 let gpu: GpuContext | null = null;
 let loaded: { url: string; model: Model } | null = null;
@@ -39,6 +43,70 @@ async function modelFor(url: string, events: TrainerEvents): Promise<Model> {
   return model;
 }
 
+/** The page's sandbox host seen from here: ports and callbacks cross by transfer and by proxy. */
+function remoteSandboxHost(remote: SandboxHost): SandboxHost {
+  return {
+    open: (port, onDeath) => remote.open(Comlink.transfer(port, [port]), Comlink.proxy(onDeath)),
+    close: (id) => void remote.close(id),
+  };
+}
+
+/** A built-in by id, or the custom environment's source in the page's sandboxes (dispose it after). */
+async function environmentFor(envId: string, custom: CustomEnvSource | undefined, sandbox: SandboxHost | undefined): Promise<{ env: EnvModule; dispose(): Promise<void> }> {
+  if (custom) {
+    if (!sandbox) throw new Error('a custom environment needs the page to host its sandbox');
+    const module = await loadEnvSource(custom.source, { label: custom.label, host: remoteSandboxHost(sandbox) });
+    if (module.id !== envId) throw new Error(`the custom environment's id is "${module.id}", not "${envId}"`);
+    return { env: module, dispose: () => module.dispose() };
+  }
+  const builtin = BUILTIN_ENVIRONMENTS.get(envId);
+  if (!builtin) throw new Error(`unknown environment ${envId}; the built-ins are ${[...BUILTIN_ENVIRONMENTS.keys()].join(', ')}`);
+  return { env: guardEnvModule(builtin), dispose: async () => {} };
+}
+
+/** One episode of a uniformly random policy over the valid actions (seeded). */
+async function randomEpisode(module: EnvModule, seed: number): Promise<ValidatedEpisode> {
+  const random = mulberry32(seed);
+  const env = await module.make();
+  let totalReward = 0;
+  let steps = 0;
+  try {
+    await env.reset({ seed, options: { split: 'test' } });
+    for (let t = 0; t < module.maxEpisodeSteps; t++) {
+      const actions = env.validActions ? await env.validActions() : [];
+      if (actions.length === 0) throw new Error('validActions() is missing or empty: a random policy needs a list of actions to choose from');
+      const result = await env.step(actions[Math.floor(random() * actions.length)]);
+      totalReward += result.reward;
+      steps++;
+      if (result.terminated || result.truncated) return { policy: 'random', seed, totalReward, success: result.info.success === true, steps };
+    }
+    return { policy: 'random', seed, totalReward, success: false, steps };
+  } catch (error) {
+    return { policy: 'random', seed, totalReward, success: false, steps, error: (error as Error).message ?? describeThrown(error) };
+  } finally {
+    await Promise.resolve(env.close?.()).catch(() => undefined);
+  }
+}
+
+/** Do successful episodes return more than failed ones? */
+function separation(episodes: ValidatedEpisode[]): Pick<ValidationReport, 'separation' | 'separates'> {
+  const ok = episodes.filter((e) => !e.error);
+  const wins = ok.filter((e) => e.success).map((e) => e.totalReward);
+  const losses = ok.filter((e) => !e.success).map((e) => e.totalReward);
+  if (wins.length === 0 || losses.length === 0) {
+    return { separates: null, separation: `Every episode that finished ${wins.length ? 'succeeded' : 'failed'}: play more episodes, or check info.success, to see whether the reward tells good from bad.` };
+  }
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const separates = Math.min(...wins) > Math.max(...losses);
+  const gap = `successes return ${mean(wins).toFixed(2)} on average, failures ${mean(losses).toFixed(2)}`;
+  return {
+    separates,
+    separation: separates
+      ? `The reward separates good from bad episodes: every success returned more than every failure (${gap}).`
+      : `The reward does not separate good from bad episodes: some failures returned as much as a success (${gap}). An agent would learn to chase reward, not success.`,
+  };
+}
+
 const api: TrainerApi = {
   environments: () => [...BUILTIN_ENVIRONMENTS.values()].map(({ id, description, maxEpisodeSteps }) => ({ id, description, maxEpisodeSteps })),
   algorithms: () =>
@@ -47,16 +115,16 @@ const api: TrainerApi = {
       algorithm.dispose?.();
       return { name, modes: [...algorithm.modes], defaults: { ...ALGORITHM_DEFAULTS[name] } };
     }),
-  async start(request: StartRequest, events: TrainerEvents): Promise<TrainSummary> {
+  async start(request: StartRequest, events: TrainerEvents, sandbox?: SandboxHost): Promise<TrainSummary> {
     if (controller) throw new Error('a run is already training in this tab; pause it first');
     controller = new AbortController();
-    const builtin = BUILTIN_ENVIRONMENTS.get(request.config.env);
-    if (!builtin) throw new Error(`unknown environment ${request.config.env}; the built-ins are ${[...BUILTIN_ENVIRONMENTS.keys()].join(', ')}`);
+    let environment: Awaited<ReturnType<typeof environmentFor>> | null = null;
     const store = await openIndexedDbStore();
     try {
+      environment = await environmentFor(request.config.env, request.customEnv, sandbox);
       const model = await modelFor(request.modelUrl, events);
       const config = { ...request.config, format: model.tokenizer.hasChatTemplate ? ('chat' as const) : ('plain' as const) };
-      const outcome = await trainRun(model, guardEnvModule(builtin), store, request.runId, config, {
+      const outcome = await trainRun(model, environment.env, store, request.runId, config, {
         signal: controller.signal,
         onLog: (message) => events.log(message),
         onUpdate: (progress) => events.update(progress),
@@ -73,7 +141,30 @@ const api: TrainerApi = {
       return { status: outcome.status, updates: outcome.updates, episodes: outcome.episodes, resumedFrom: outcome.resumedFrom };
     } finally {
       controller = null;
+      await environment?.dispose();
       await store.close();
+    }
+  },
+
+  async validate(request: ValidateRequest, sandbox: SandboxHost): Promise<ValidationReport> {
+    const module = await loadEnvSource(request.source, { label: request.label, host: remoteSandboxHost(sandbox) });
+    try {
+      const seeds = Array.from({ length: request.episodes }, (_, i) => 1_000_000 + i);
+      const episodes: ValidatedEpisode[] = [];
+      for (const seed of seeds) episodes.push(await randomEpisode(module, seed));
+      const model = await modelFor(request.modelUrl, { loading: () => {}, update: () => {}, episode: () => {}, log: () => {} });
+      const policy = makePolicy(model, {
+        ...TRAIN_DEFAULTS,
+        env: module,
+        reset: { split: 'test' },
+        format: model.tokenizer.hasChatTemplate ? 'chat' : 'plain',
+        adapter: null,
+      });
+      const played = await policy.play(seeds.map((seed) => ({ seed })), { greedy: true });
+      for (const e of played) episodes.push({ policy: 'model', seed: e.seed, totalReward: e.totalReward, success: e.success, steps: e.steps.length, ...(e.error ? { error: e.error } : {}) });
+      return { id: module.id, description: module.description, maxEpisodeSteps: module.maxEpisodeSteps, episodes, ...separation(episodes) };
+    } finally {
+      await module.dispose();
     }
   },
   pause() {
