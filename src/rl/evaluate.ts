@@ -54,6 +54,8 @@ export interface EvaluationOptions {
   /** Episodes played side by side (default 16). */
   parallel?: number;
   onEpisode?: (done: number) => void;
+  /** Each played episode, e.g. to keep sample transcripts. */
+  onPlayed?: (episode: PlayedEpisode) => void;
 }
 
 /** Plays `episodes` greedy episodes of the policy (on the split and difficulty of its reset options). */
@@ -66,6 +68,7 @@ export async function evaluatePolicy(policy: Policy, options: EvaluationOptions)
     const seeds = Array.from({ length: Math.min(parallel, options.episodes - start) }, (_, i) => ({ seed: options.firstSeed + start + i }));
     played.push(...(await policy.play(seeds, { greedy: true, onEpisode: () => options.onEpisode?.(++done) })));
   }
+  for (const episode of played) options.onPlayed?.(episode);
   const episodes = played.filter((e) => !e.error);
   return {
     env: env.id,

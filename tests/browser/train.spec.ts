@@ -3,7 +3,7 @@
 // resume continue the same run, and a reload in the middle of a run offers to resume it from its
 // last checkpoint in IndexedDB, with the charts' history restored.
 import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { expect, test, type Page } from '@playwright/test';
 import { gguf } from '@huggingface/gguf';
 import { unzipSync } from 'fflate';
@@ -62,6 +62,28 @@ test('trains in a Worker: the charts fill, pause and resume, and a reload resume
   await expect(page.getByTestId('chart-reward')).toHaveAttribute('data-points', '8');
   await expect(page.getByTestId('train-status')).toContainText('16 / 16 episodes');
   await page.screenshot({ path: `${SCREENSHOTS}train-finished.png`, fullPage: true });
+
+  // Evaluate: before against after on the same test episodes, and a report that opens offline.
+  await page.getByLabel('Test episodes').fill('4');
+  await page.getByRole('button', { name: 'Evaluate before and after' }).click();
+  await expect(page.getByTestId('evaluation')).toContainText('Success rate', { timeout: 300_000 });
+  const reportDownload = page.waitForEvent('download');
+  await page.getByRole('button', { name: 'Report (HTML)' }).click();
+  const report = await reportDownload;
+  expect(report.suggestedFilename()).toMatch(/-report\.html$/);
+  const reportPath = `${SCREENSHOTS}../${report.suggestedFilename()}`;
+  await report.saveAs(reportPath);
+  const offline = await page.context().browser()!.newContext({ offline: true });
+  const reader = await offline.newPage();
+  const requests: string[] = [];
+  reader.on('request', (r) => requests.push(r.url()));
+  await reader.goto(pathToFileURL(reportPath).href);
+  await expect(reader.getByRole('heading', { name: /rlplay report/ })).toBeVisible();
+  await expect(reader.getByRole('img', { name: 'Reward per episode' })).toBeVisible();
+  await expect(reader.locator('details').first()).toContainText('seed 1000000');
+  expect(requests.filter((url) => !url.startsWith('file:'))).toEqual([]);
+  await reader.screenshot({ path: `${SCREENSHOTS}report.png`, fullPage: true });
+  await offline.close();
 
   // Export: the PEFT zip has PEFT's names and shapes, and loads back on the same base model.
   const download = page.waitForEvent('download');

@@ -2,6 +2,8 @@
 // owns the GPUDevice, the model and the run; the page only sends settings and receives progress.
 import type { AlgorithmName } from '../../rl/algorithm.ts';
 import type { SandboxHost } from '../../env/load-browser.ts';
+import type { EvaluationReport } from '../../rl/evaluate.ts';
+import type { Metric } from '../../store/types.ts';
 import type { RunProgress, TrainConfig } from '../../rl/run.ts';
 
 export interface StartRequest {
@@ -80,6 +82,27 @@ export interface TrainSummary {
   resumedFrom: number | null;
 }
 
+export interface EvaluateRequest {
+  runId: string;
+  /** Test-split episodes per policy (the base model, then the run's adapter). */
+  episodes: number;
+  customEnv?: CustomEnvSource;
+}
+
+/** Before against after: the base model and the run's last adapter on the same test episodes. */
+export interface EvaluationComparison {
+  runId: string;
+  config: Record<string, unknown>;
+  /** The update of the checkpoint evaluated. */
+  update: number;
+  before: EvaluationReport;
+  after: EvaluationReport;
+  samples: { before: EpisodeView[]; after: EpisodeView[] };
+  /** The run's training metrics, for the report's charts. */
+  metrics: Metric[];
+  createdAt: number;
+}
+
 export interface EnvironmentInfo {
   id: string;
   description: string;
@@ -100,6 +123,8 @@ export interface TrainerApi {
   start(request: StartRequest, events: TrainerEvents, sandbox?: SandboxHost): Promise<TrainSummary>;
   /** Plays a custom environment with a uniform random policy and with the model, and reports. */
   validate(request: ValidateRequest, sandbox: SandboxHost): Promise<ValidationReport>;
+  /** Evaluates a stored run's last adapter against the base model on the test split. */
+  evaluate(request: EvaluateRequest, sandbox?: SandboxHost): Promise<EvaluationComparison>;
   /** Asks the run to stop after the update in progress; start() then resolves with status 'paused'. */
   pause(): void;
 }

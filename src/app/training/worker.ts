@@ -14,7 +14,23 @@ import type { EnvModule } from '../../env/types.ts';
 import { ALGORITHM_DEFAULTS, ALGORITHMS, makeAlgorithm } from '../../rl/index.ts';
 import { TRAIN_DEFAULTS, trainRun } from '../../rl/run.ts';
 import { openIndexedDbStore } from '../../store/indexeddb.ts';
-import type { CustomEnvSource, StartRequest, TrainerApi, TrainerEvents, TrainSummary, ValidatedEpisode, ValidationReport, ValidateRequest } from './protocol.ts';
+import type { PlayedEpisode } from '../../agent/policy.ts';
+import { MemoryModelSource } from '../../engine/model/memory-source.ts';
+import { evaluatePolicy } from '../../rl/evaluate.ts';
+import type { TrainConfig } from '../../rl/run.ts';
+import type {
+  CustomEnvSource,
+  EpisodeView,
+  EvaluateRequest,
+  EvaluationComparison,
+  StartRequest,
+  TrainerApi,
+  TrainerEvents,
+  TrainSummary,
+  ValidatedEpisode,
+  ValidationReport,
+  ValidateRequest,
+} from './protocol.ts';
 
 let gpu: GpuContext | null = null;
 let loaded: { url: string; model: Model } | null = null;
@@ -107,6 +123,17 @@ function separation(episodes: ValidatedEpisode[]): Pick<ValidationReport, 'separ
   };
 }
 
+const episodeView = (episode: PlayedEpisode): EpisodeView => ({
+  seed: episode.seed,
+  totalReward: episode.totalReward,
+  success: episode.success,
+  ...(episode.error ? { error: episode.error } : {}),
+  steps: episode.steps.map((s) => ({ observation: s.observation, action: s.action, reward: s.reward })),
+});
+
+const SAMPLE_TRANSCRIPTS = 3;
+const quiet: TrainerEvents = { loading: () => {}, update: () => {}, episode: () => {}, log: () => {} };
+
 const api: TrainerApi = {
   environments: () => [...BUILTIN_ENVIRONMENTS.values()].map(({ id, description, maxEpisodeSteps }) => ({ id, description, maxEpisodeSteps })),
   algorithms: () =>
@@ -128,14 +155,7 @@ const api: TrainerApi = {
         signal: controller.signal,
         onLog: (message) => events.log(message),
         onUpdate: (progress) => events.update(progress),
-        onEpisode: (episode) =>
-          events.episode({
-            seed: episode.seed,
-            totalReward: episode.totalReward,
-            success: episode.success,
-            error: episode.error,
-            steps: episode.steps.map((s) => ({ observation: s.observation, action: s.action, reward: s.reward })),
-          }),
+        onEpisode: (episode) => events.episode(episodeView(episode)),
       });
       outcome.adapter.dispose();
       return { status: outcome.status, updates: outcome.updates, episodes: outcome.episodes, resumedFrom: outcome.resumedFrom };
@@ -152,7 +172,7 @@ const api: TrainerApi = {
       const seeds = Array.from({ length: request.episodes }, (_, i) => 1_000_000 + i);
       const episodes: ValidatedEpisode[] = [];
       for (const seed of seeds) episodes.push(await randomEpisode(module, seed));
-      const model = await modelFor(request.modelUrl, { loading: () => {}, update: () => {}, episode: () => {}, log: () => {} });
+      const model = await modelFor(request.modelUrl, quiet);
       const policy = makePolicy(model, {
         ...TRAIN_DEFAULTS,
         env: module,
@@ -167,6 +187,36 @@ const api: TrainerApi = {
       await module.dispose();
     }
   },
+  async evaluate(request: EvaluateRequest, sandbox?: SandboxHost): Promise<EvaluationComparison> {
+    const store = await openIndexedDbStore();
+    let environment: Awaited<ReturnType<typeof environmentFor>> | null = null;
+    try {
+      const run = await store.getRun(request.runId);
+      if (!run) throw new Error(`there is no run ${request.runId} in this browser`);
+      const config = run.config as unknown as TrainConfig;
+      const checkpoint = await store.latestCheckpoint(run.id);
+      if (!checkpoint) throw new Error(`run ${run.id} has no checkpoint yet: train for at least one update first`);
+      environment = await environmentFor(config.env, request.customEnv, sandbox);
+      const model = await modelFor(config.model, quiet);
+      const adapter = await model.loadAdapter(new MemoryModelSource(checkpoint.files, `${run.id} update ${checkpoint.step}: `));
+      try {
+        const evaluateWith = async (which: typeof adapter | null, samples: EpisodeView[]) => {
+          const policy = makePolicy(model, { ...config, env: environment!.env, reset: { split: 'test', difficulty: config.difficulty }, adapter: which });
+          return evaluatePolicy(policy, { episodes: request.episodes, firstSeed: 1_000_000, onPlayed: (e) => samples.length < SAMPLE_TRANSCRIPTS && samples.push(episodeView(e)) });
+        };
+        const samples = { before: [] as EpisodeView[], after: [] as EpisodeView[] };
+        const before = await evaluateWith(null, samples.before);
+        const after = await evaluateWith(adapter, samples.after);
+        return { runId: run.id, config: run.config, update: checkpoint.step, before, after, samples, metrics: await store.listMetrics(run.id), createdAt: Date.now() };
+      } finally {
+        adapter.dispose();
+      }
+    } finally {
+      await environment?.dispose();
+      await store.close();
+    }
+  },
+
   pause() {
     controller?.abort();
   },
