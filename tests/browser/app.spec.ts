@@ -31,7 +31,7 @@ test('reports the WebGPU adapter', async ({ page }) => {
 
 test('loads stories260K and generates its greedy story', async ({ page }) => {
   test.skip(!existsSync(FIXTURE_DIR), `no stories260K fixture at ${FIXTURE_DIR}`);
-  await page.goto('/');
+  await page.goto('/?model=/fixtures/stories260K/');
   await expectWebGpu(page);
   const url = page.getByLabel('Model folder URL');
   await expect(url).toHaveValue('/fixtures/stories260K/');

@@ -17,7 +17,7 @@ test.beforeEach(({ page }) => {
 test('validate the template, see a throwing environment fail cleanly, train on the custom one, share it', async ({ page, browser }) => {
   test.skip(!existsSync(FIXTURE_DIR), `no stories260K fixture at ${FIXTURE_DIR}`);
   test.setTimeout(600_000);
-  await page.goto('/');
+  await page.goto('/?model=/fixtures/stories260K/');
   await expect(page.getByTestId('adapter')).toBeVisible();
   const editor = page.locator('.editor .cm-content');
   await expect(editor).toContainText("id: 'largest-number'");

@@ -25,7 +25,7 @@ const points = async (page: Page, chart: string) => Number(await page.getByTestI
 test('trains in a Worker: the charts fill, pause and resume, and a reload resumes from the checkpoint', async ({ page }) => {
   test.skip(!existsSync(FIXTURE_DIR), `no stories260K fixture at ${FIXTURE_DIR}`);
   test.setTimeout(900_000);
-  await page.goto('/');
+  await page.goto('/?model=/fixtures/stories260K/');
   await expect(page.getByTestId('adapter')).toBeVisible();
   await expect(page.getByLabel('Model folder URL')).toHaveValue('/fixtures/stories260K/');
 
@@ -149,7 +149,7 @@ test('the trajectory browser lists stored episodes, filters them, shows a transc
 });
 
 test('a share link restores the setup in a fresh browser; a cut-short link says so', async ({ page, browser }) => {
-  await page.goto('/');
+  await page.goto('/?model=/fixtures/stories260K/');
   await expect(page.getByTestId('adapter')).toBeVisible();
   await page.getByLabel('Environment', { exact: true }).selectOption('reasoning');
   await page.getByLabel('Algorithm').selectOption('grpo');
