@@ -153,6 +153,36 @@ describe('ONNX export, loaded by transformers.js', () => {
   });
 });
 
+const DEFAULT_MODEL = join(import.meta.dirname, '../../public/models/rlplay-agent-mini');
+
+describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'config.json')))('the embedded default model', () => {
+  test('its shipped onnx/model.onnx, and an export with an adapter merged, match the engine in transformers.js', async () => {
+    const files = await loadModelFiles(new FileModelSource(DEFAULT_MODEL));
+    const engine = new Model(await nodeGpu(), files);
+    try {
+      const prompt = files.tokenizer.encode('Question: What is the population of Fulstead?\nObservation:');
+      // The folder as shipped: transformers.js reads it in place.
+      await cp(DEFAULT_MODEL, join(root, 'models', 'rlplay-agent-mini'), { recursive: true });
+      const shipped = await AutoModelForCausalLM.from_pretrained('rlplay-agent-mini', { dtype: 'fp32' });
+      const base = await compareWithEngine(engine, null, shipped, prompt, { decodeSteps: 4, newTokens: 24, stopTokenIds: [] });
+      expect(base.promptMaxDiff).toBeLessThanOrEqual(TOLERANCE);
+      for (const diff of base.decodeMaxDiffs) expect(diff).toBeLessThanOrEqual(TOLERANCE);
+      expect(base.transformersTokens).toEqual(base.engineTokens);
+
+      // With an adapter merged (random B: it must change the logits for the check to mean anything).
+      const adapter = randomAdapter(files, 5);
+      const { exported } = await exportAndLoad('rlplay-agent-mini-lora', files, adapter);
+      const merged = await compareWithEngine(engine, engine.uploadAdapter(adapter), exported, prompt, { decodeSteps: 4, newTokens: 24, stopTokenIds: [] });
+      expect(merged.promptMaxDiff).toBeLessThanOrEqual(TOLERANCE);
+      for (const diff of merged.decodeMaxDiffs) expect(diff).toBeLessThanOrEqual(TOLERANCE);
+      expect(merged.paddedMaxDiff).toBeLessThanOrEqual(TOLERANCE);
+      expect(merged.transformersTokens).toEqual(merged.engineTokens);
+    } finally {
+      engine.dispose();
+    }
+  });
+});
+
 describe('ONNX export errors', () => {
   test('a model over the 2 GiB protobuf limit is refused before any work', async () => {
     const big = parseModelConfig({ model_type: 'llama', hidden_size: 4096, intermediate_size: 14336, num_hidden_layers: 32, num_attention_heads: 32, num_key_value_heads: 8, vocab_size: 128256 });
