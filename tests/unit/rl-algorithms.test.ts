@@ -124,7 +124,7 @@ describe('algorithms on the run driver', () => {
     // Terminal one-step episodes: the targets are the rewards themselves, 1 for yes and 0 for no.
     expect(q[0]).toBeGreaterThan(q[1] + 0.3);
     expect(q[0]).toBeGreaterThan(0.5);
-  });
+  }, 300_000); // 64 episodes and their replay updates: about a minute on SwiftShader, more on a loaded machine
 
   test('a run stopped after an update resumes to the same adapter as an uninterrupted run, keeping its episodes', async () => {
     const model = await tinyModel();
