@@ -141,6 +141,7 @@ export async function trainRun(model: Model, env: EnvModule, store: TrajectorySt
         await store.updateRun(runId, { status: 'paused' });
         return { status: 'paused', updates, episodes, resumedFrom: checkpoint?.progress.updates ?? null, adapter, lastMetrics };
       }
+      const updateStarted = performance.now();
       const result = await algorithm.update({
         model, policy, trainer, update: updates,
         seed: config.seed * 1_000_003 + updates * algorithm.episodesPerUpdate,
@@ -157,7 +158,16 @@ export async function trainRun(model: Model, env: EnvModule, store: TrajectorySt
       }
       updates++;
       episodes += result.episodes.length;
-      lastMetrics = { ...result.metrics, 'charts/episodes': episodes, 'charts/updates': updates };
+      // Throughput of the whole update (playing and training): the episodes' transcript tokens per second.
+      const seconds = (performance.now() - updateStarted) / 1000;
+      const tokens = result.episodes.reduce((n, e) => n + (e.steps.at(-1)?.tokens.ids.length ?? 0), 0);
+      lastMetrics = {
+        ...result.metrics,
+        'charts/episodes': episodes,
+        'charts/updates': updates,
+        'perf/tokens_per_second': tokens / seconds,
+        'perf/episodes_per_second': result.episodes.length / seconds,
+      };
       // Killed after the metrics but before the checkpoint, this update runs again: log it once.
       const logged = (await store.listMetrics(runId, 'charts/updates')).some((m) => m.value === updates);
       const time = Date.now();
