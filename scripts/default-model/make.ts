@@ -33,14 +33,14 @@ const { values } = parseArgs({
   options: {
     seed: { type: 'string', default: '0' },
     out: { type: 'string', default: 'public/models/rlplay-agent-mini' },
-    'episodes-per-env': { type: 'string', default: '100' },
-    'max-tokens': { type: 'string', default: '640' },
+    'episodes-per-env': { type: 'string', default: '120' },
+    'max-tokens': { type: 'string', default: '1024' },
     noise: { type: 'string', default: '0.3' },
     epochs: { type: 'string', default: '2' },
     'vocab-size': { type: 'string', default: '1024' },
-    'eval-episodes': { type: 'string', default: '20' },
-    'batch-size': { type: 'string', default: '8' },
-    lr: { type: 'string', default: '4e-3' },
+    'eval-episodes': { type: 'string', default: '50' },
+    'batch-size': { type: 'string', default: '16' },
+    lr: { type: 'string', default: '3e-3' },
   },
 });
 const seed = Number(values.seed);
