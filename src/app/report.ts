@@ -7,8 +7,10 @@ import type { EpisodeView, EvaluationComparison } from './training/protocol.ts';
 
 const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
-const percent = (e: Estimate) => (Number.isFinite(e.value) ? `${(100 * e.value).toFixed(0)}% [${(100 * e.low).toFixed(0)}, ${(100 * e.high).toFixed(0)}]` : '–');
-const plain = (e: Estimate, digits = 2) => (Number.isFinite(e.value) ? `${e.value.toFixed(digits)} [${e.low.toFixed(digits)}, ${e.high.toFixed(digits)}]` : '–');
+/** A rate with its 95% interval, in percent: `40% [22, 61]`. */
+export const formatRate = (e: Estimate) => (Number.isFinite(e.value) ? `${(100 * e.value).toFixed(0)}% [${(100 * e.low).toFixed(0)}, ${(100 * e.high).toFixed(0)}]` : '–');
+/** A mean with its 95% interval: `0.45 [0.30, 0.60]`. */
+export const formatEstimate = (e: Estimate, digits = 2) => (Number.isFinite(e.value) ? `${e.value.toFixed(digits)} [${e.low.toFixed(digits)}, ${e.high.toFixed(digits)}]` : '–');
 
 /** A line chart of one metric against episodes, as inline SVG with its axes labelled. */
 export function svgChart(title: string, points: { x: number; y: number }[], unit = ''): string {
@@ -49,7 +51,7 @@ function row(name: string, before: string, after: string): string {
 export function reportHtml(c: EvaluationComparison): string {
   const config = c.config as { env?: string; algo?: string; model?: string; episodes?: number; seed?: number; mode?: string };
   const table = (b: EvaluationReport, a: EvaluationReport) =>
-    `<table><thead><tr><th></th><th scope="col">Base model</th><th scope="col">After training</th></tr></thead><tbody>${row('Success rate', percent(b.successRate), percent(a.successRate))}${row('Mean return', plain(b.meanReturn), plain(a.meanReturn))}${row('Episode length', plain(b.meanLength), plain(a.meanLength))}${row('Episodes', String(b.episodes), String(a.episodes))}</tbody></table>`;
+    `<table><thead><tr><th></th><th scope="col">Base model</th><th scope="col">After training</th></tr></thead><tbody>${row('Success rate', formatRate(b.successRate), formatRate(a.successRate))}${row('Mean return', formatEstimate(b.meanReturn), formatEstimate(a.meanReturn))}${row('Episode length', formatEstimate(b.meanLength), formatEstimate(a.meanLength))}${row('Episodes', String(b.episodes), String(a.episodes))}</tbody></table>`;
   const delta = 100 * (c.after.successRate.value - c.before.successRate.value);
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">

@@ -52,7 +52,7 @@ export interface SandboxHost {
 
 /** The page's sandboxes: one hidden opaque-origin iframe per environment worker. */
 export function documentSandboxHost(): SandboxHost {
-  const open = new Map<number, () => void>();
+  const sandboxes = new Map<number, () => void>();
   let next = 0;
   return {
     open(port, onDeath) {
@@ -69,15 +69,15 @@ export function documentSandboxHost(): SandboxHost {
       };
       window.addEventListener('message', listener);
       document.body.append(iframe);
-      open.set(id, () => {
+      sandboxes.set(id, () => {
         window.removeEventListener('message', listener);
         iframe.remove(); // ends the document, and with it the worker
       });
       return id;
     },
     close(id) {
-      open.get(id)?.();
-      open.delete(id);
+      sandboxes.get(id)?.();
+      sandboxes.delete(id);
     },
   };
 }

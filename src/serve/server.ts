@@ -58,6 +58,8 @@ export async function serveOpenEnv(module: EnvModule, options: ServeOptions): Pr
   const settings = { ...SERVE_DEFAULTS, ...withoutUndefined(options), version: options.version };
   const sessions = new Set<OpenEnvSession>();
   const sockets = new Set<WebSocket>();
+  /** Each connection's handling, until its instance is closed: close() waits for all of them. */
+  const handling = new Set<Promise<void>>();
   let closing = false;
 
   const http = createServer((request, response) => {
@@ -74,7 +76,10 @@ export async function serveOpenEnv(module: EnvModule, options: ServeOptions): Pr
       socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
       return;
     }
-    wss.handleUpgrade(request, socket, head, (ws) => void runSession(ws));
+    wss.handleUpgrade(request, socket, head, (ws) => {
+      const done = runSession(ws).finally(() => handling.delete(done));
+      handling.add(done);
+    });
   });
 
   async function runSession(ws: WebSocket): Promise<void> {
@@ -151,10 +156,7 @@ export async function serveOpenEnv(module: EnvModule, options: ServeOptions): Pr
     async close() {
       closing = true;
       for (const ws of sockets) ws.close(1001, 'server shutting down');
-      await new Promise<void>((resolve) => {
-        const check = () => (sessions.size === 0 ? resolve() : setTimeout(check, 10));
-        check();
-      });
+      await Promise.all(handling);
       wss.close();
       await new Promise<void>((resolve) => http.close(() => resolve()));
     },
