@@ -27,7 +27,7 @@ test('trains in a Worker: the charts fill, pause and resume, and a reload resume
   test.setTimeout(900_000);
   await page.goto('/?model=/fixtures/stories260K/');
   await expect(page.getByTestId('adapter')).toBeVisible();
-  await expect(page.getByLabel('Model folder URL')).toHaveValue('/fixtures/stories260K/');
+  await expect(page.getByLabel('Model location')).toHaveValue('/fixtures/stories260K/');
 
   await page.getByLabel('Environment', { exact: true }).selectOption('tool-use');
   await page.getByLabel('Algorithm').selectOption('reinforce');
@@ -171,7 +171,7 @@ test('a share link restores the setup in a fresh browser; a cut-short link says 
   await expect(other.locator('#train-seed')).toHaveValue('9');
   await other.getByText('GRPO settings').click();
   await expect(other.getByLabel('groupSize')).toHaveValue('6');
-  await expect(other.getByLabel('Model folder URL')).toHaveValue(/\/fixtures\/stories260K\/$/);
+  await expect(other.getByLabel('Model location')).toHaveValue(/\/fixtures\/stories260K\/$/);
   await other.screenshot({ path: `${SCREENSHOTS}share-restored.png`, fullPage: true });
 
   await other.goto(link.slice(0, -10));

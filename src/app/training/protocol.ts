@@ -5,13 +5,20 @@ import type { SandboxHost } from '../../env/load-browser.ts';
 import type { EvaluationReport } from '../../rl/evaluate.ts';
 import type { Metric } from '../../store/types.ts';
 import type { RunProgress, TrainConfig } from '../../rl/run.ts';
+import type { BrowserSourceOptions } from '../../engine/model/source-browser.ts';
+
+/** A model location (a folder URL, `hf:OWNER/REPO[@REV]` or `folder:NAME`) and what opening it needs. */
+export interface ModelRef {
+  location: string;
+  /** The Hub settings, and the picked folder's files when the location is one. */
+  options: BrowserSourceOptions;
+}
 
 export interface StartRequest {
-  /** Absolute URL of the model folder. */
-  modelUrl: string;
+  model: ModelRef;
   /** The run in IndexedDB: a new id starts a run, an existing one resumes it. */
   runId: string;
-  /** The run's settings (config.model is the URL, config.env the built-in id or the custom environment's id); the prompt format follows the model. */
+  /** The run's settings (config.model is model.location, config.env the built-in id or the custom environment's id); the prompt format follows the model. */
   config: Omit<TrainConfig, 'format'>;
   /** A custom environment's source (config.env is then its id); it runs in the page's sandboxes. */
   customEnv?: CustomEnvSource;
@@ -32,7 +39,7 @@ export interface CustomEnvironment {
 }
 
 export interface ValidateRequest extends CustomEnvSource {
-  modelUrl: string;
+  model: ModelRef;
   /** Episodes per policy. */
   episodes: number;
 }
@@ -84,6 +91,8 @@ export interface TrainSummary {
 
 export interface EvaluateRequest {
   runId: string;
+  /** The run's model (its config.model, with what opening it needs). */
+  model: ModelRef;
   /** Test-split episodes per policy (the base model, then the run's adapter). */
   episodes: number;
   customEnv?: CustomEnvSource;
@@ -119,7 +128,7 @@ export interface TrainerApi {
   /** The built-in environments (they live in the Worker, with their sandboxes). */
   environments(): EnvironmentInfo[];
   algorithms(): AlgorithmInfo[];
-  /** Loads the model (kept for the next run on the same URL) and trains or resumes the run; `sandbox` is the page's, for a custom environment. */
+  /** Loads the model (kept for the next run on the same location) and trains or resumes the run; `sandbox` is the page's, for a custom environment. */
   start(request: StartRequest, events: TrainerEvents, sandbox?: SandboxHost): Promise<TrainSummary>;
   /** Plays a custom environment with a uniform random policy and with the model, and reports. */
   validate(request: ValidateRequest, sandbox: SandboxHost): Promise<ValidationReport>;

@@ -4,7 +4,7 @@
 import * as Comlink from 'comlink';
 import { requestGpu, type GpuContext } from '../../engine/gpu/device.ts';
 import { loadModel, type Model } from '../../engine/model.ts';
-import { HttpModelSource } from '../../engine/model/source.ts';
+import { openBrowserModelSource } from '../../engine/model/source-browser.ts';
 import { makePolicy } from '../../agent/policies.ts';
 import { mulberry32 } from '../../common/random.ts';
 import { BUILTIN_ENVIRONMENTS } from '../../env/builtin/index.ts';
@@ -22,6 +22,7 @@ import type {
   CustomEnvSource,
   EpisodeView,
   EvaluateRequest,
+  ModelRef,
   EvaluationComparison,
   StartRequest,
   TrainerApi,
@@ -33,11 +34,18 @@ import type {
 } from './protocol.ts';
 
 let gpu: GpuContext | null = null;
-let loaded: { url: string; model: Model } | null = null;
+let loaded: { key: string; model: Model } | null = null;
 let controller: AbortController | null = null;
 
-async function modelFor(url: string, events: TrainerEvents): Promise<Model> {
-  if (loaded?.url === url && gpu) {
+/** The location, and for a picked folder its files' sizes: picking another folder of the same name loads again. */
+function modelKey(ref: ModelRef): string {
+  const folder = [...(ref.options.folders?.values() ?? [])].map((f) => [...f.files].map(([path, blob]) => `${path}:${blob.size}`).join(','));
+  return JSON.stringify([ref.location, folder]);
+}
+
+async function modelFor(ref: ModelRef, events: TrainerEvents): Promise<Model> {
+  const key = modelKey(ref);
+  if (loaded?.key === key && gpu) {
     events.loading({ kind: 'ready', adapterName: gpu.adapterName });
     return loaded.model;
   }
@@ -53,8 +61,8 @@ async function modelFor(url: string, events: TrainerEvents): Promise<Model> {
       },
     });
   }
-  const model = await loadModel(gpu, new HttpModelSource(url), (p) => events.loading({ kind: 'download', file: p.file, loadedBytes: p.loadedBytes, totalBytes: p.totalBytes ?? null }));
-  loaded = { url, model };
+  const model = await loadModel(gpu, openBrowserModelSource(ref.location, ref.options), (p) => events.loading({ kind: 'download', file: p.file, loadedBytes: p.loadedBytes, totalBytes: p.totalBytes ?? null }));
+  loaded = { key, model };
   events.loading({ kind: 'ready', adapterName: gpu.adapterName });
   return model;
 }
@@ -149,7 +157,7 @@ const api: TrainerApi = {
     const store = await openIndexedDbStore();
     try {
       environment = await environmentFor(request.config.env, request.customEnv, sandbox);
-      const model = await modelFor(request.modelUrl, events);
+      const model = await modelFor(request.model, events);
       const config = { ...request.config, format: model.tokenizer.hasChatTemplate ? ('chat' as const) : ('plain' as const) };
       const outcome = await trainRun(model, environment.env, store, request.runId, config, {
         signal: controller.signal,
@@ -172,7 +180,7 @@ const api: TrainerApi = {
       const seeds = Array.from({ length: request.episodes }, (_, i) => 1_000_000 + i);
       const episodes: ValidatedEpisode[] = [];
       for (const seed of seeds) episodes.push(await randomEpisode(module, seed));
-      const model = await modelFor(request.modelUrl, quiet);
+      const model = await modelFor(request.model, quiet);
       const policy = makePolicy(model, {
         ...TRAIN_DEFAULTS,
         env: module,
@@ -197,7 +205,7 @@ const api: TrainerApi = {
       const checkpoint = await store.latestCheckpoint(run.id);
       if (!checkpoint) throw new Error(`run ${run.id} has no checkpoint yet: train for at least one update first`);
       environment = await environmentFor(config.env, request.customEnv, sandbox);
-      const model = await modelFor(config.model, quiet);
+      const model = await modelFor(request.model, quiet);
       const adapter = await model.loadAdapter(new MemoryModelSource(checkpoint.files, `${run.id} update ${checkpoint.step}: `));
       try {
         const evaluateWith = async (which: typeof adapter | null, samples: EpisodeView[]) => {
