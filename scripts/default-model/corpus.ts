@@ -17,8 +17,9 @@ export interface NoisyEpisode {
 }
 
 export interface CorpusOptions {
-  /** Episodes per environment, spread over the difficulty levels 1–3. */
-  episodesPerEnv: number;
+  /** Episodes of each environment (by id), spread evenly over `difficulties`. */
+  episodesPerEnv: Record<string, number>;
+  difficulties: number[];
   /** Probability that a step is a random valid action instead of the expert's. */
   noise: number;
   seed: number;
@@ -28,9 +29,9 @@ export async function noisyExpertEpisodes(envs: BuiltinEnvModule[], options: Cor
   const random = mulberry32(options.seed);
   const episodes: NoisyEpisode[] = [];
   for (const module of envs) {
-    for (let i = 0; i < options.episodesPerEnv; i++) {
+    for (let i = 0; i < options.episodesPerEnv[module.id]; i++) {
       const env = module.make();
-      const difficulty = 1 + (i % 3);
+      const difficulty = options.difficulties[i % options.difficulties.length];
       let { observation } = await env.reset({ seed: options.seed * 100_003 + i, options: { split: 'train', difficulty } });
       const steps: PlayedStep[] = [];
       let success = false;

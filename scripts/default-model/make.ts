@@ -1,4 +1,4 @@
-// npm run model:default -- [--seed S] [--out DIR] [--episodes-per-env N] [--noise P] [--epochs E] [--eval-episodes M]
+// npm run model:default -- [--seed S] [--out DIR] [--episodes ENV=N,...] [--difficulties 1,2,3] [--noise P] [--epochs E] [--eval-episodes M]
 //
 // Makes rlplay's embedded default model from nothing, deterministically from a seed:
 //   1. episodes of the five built-in environments played by their scripted experts with noise;
@@ -33,21 +33,28 @@ const { values } = parseArgs({
   options: {
     seed: { type: 'string', default: '0' },
     out: { type: 'string', default: 'public/models/rlplay-agent-mini' },
-    'episodes-per-env': { type: 'string', default: '120' },
-    'max-tokens': { type: 'string', default: '1024' },
+    // The environments whose skills take longest to learn (copying keys and numbers in tool-use,
+    // mapping a request to its closing action in support-desk) get more of the data.
+    episodes: { type: 'string', default: 'support-desk=150,tool-use=300,web-shop=60,reasoning=60,code-gen=60' },
+    // Difficulty 1 is what the app, the CLI and the quickstart start on, and what the card measures.
+    difficulties: { type: 'string', default: '1' },
+    'max-tokens': { type: 'string', default: '768' },
     noise: { type: 'string', default: '0.3' },
-    epochs: { type: 'string', default: '2' },
-    'vocab-size': { type: 'string', default: '1024' },
-    'eval-episodes': { type: 'string', default: '50' },
-    'batch-size': { type: 'string', default: '16' },
+    epochs: { type: 'string', default: '3' },
+    // 2048 makes most keys, names and numbers one or two tokens: shorter transcripts, easier copying.
+    'vocab-size': { type: 'string', default: '2048' },
+    'eval-episodes': { type: 'string', default: '40' },
+    'batch-size': { type: 'string', default: '4' },
     lr: { type: 'string', default: '3e-3' },
   },
 });
 const seed = Number(values.seed);
 const out = resolve(values.out!);
+const envs = [...BUILTIN_ENVIRONMENTS.values()];
 const settings = {
   seed,
-  episodesPerEnv: Number(values['episodes-per-env']),
+  episodesPerEnv: parseEpisodes(values.episodes!),
+  difficulties: values.difficulties!.split(',').map(Number),
   maxTokens: Number(values['max-tokens']),
   noise: Number(values.noise),
   epochs: Number(values.epochs),
@@ -59,9 +66,8 @@ const settings = {
 const log = (message: string) => process.stderr.write(`${message}\n`);
 
 // 1. Data.
-const envs = [...BUILTIN_ENVIRONMENTS.values()];
-const episodes = await noisyExpertEpisodes(envs, { episodesPerEnv: settings.episodesPerEnv, noise: settings.noise, seed });
-const dataSuccess = Object.fromEntries(envs.map((e) => [e.id, episodes.filter((x) => x.env === e.id && x.success).length / settings.episodesPerEnv]));
+const episodes = await noisyExpertEpisodes(envs, { episodesPerEnv: settings.episodesPerEnv, difficulties: settings.difficulties, noise: settings.noise, seed });
+const dataSuccess = Object.fromEntries(envs.map((e) => [e.id, episodes.filter((x) => x.env === e.id && x.success).length / settings.episodesPerEnv[e.id]]));
 log(`${episodes.length} noisy-expert episodes; success in the data: ${JSON.stringify(dataSuccess)}`);
 
 // 2. Tokenizer.
@@ -135,10 +141,7 @@ const started = performance.now();
 let step = 0;
 let tokensSeen = 0;
 for (let epoch = 0; epoch < settings.epochs; epoch++) {
-  const shuffled = sequences.map((s, i) => ({ s, key: order(), i })).sort((a, b) => a.key - b.key).map(({ s }) => s);
-  for (let start = 0; start < shuffled.length; start += settings.batchSize) {
-    // Micro-batches of similar lengths waste little on padding.
-    const group = shuffled.slice(start, start + settings.batchSize).sort((a, b) => a.ids.length - b.ids.length);
+  for (const group of lengthBucketedBatches(sequences, settings.batchSize, order)) {
     const micro: TrainBatch[] = [];
     for (let i = 0; i < group.length; i += 4) {
       const part = group.slice(i, i + 4);
@@ -184,6 +187,38 @@ for (const [name, bytes] of files) {
 await rm(out, { recursive: true, force: true });
 await rename(partial, out);
 log(`written to ${out}`);
+
+/**
+ * One epoch's batches: the transcripts shuffled, sorted by length within windows of 16 batches and
+ * cut into batches there, the batches shuffled again. Padding (a micro-batch runs at its longest
+ * transcript's length) then wastes little, while every batch still mixes environments at random.
+ */
+function lengthBucketedBatches<T extends { ids: number[] }>(items: T[], batchSize: number, random: () => number): T[][] {
+  const shuffle = <U>(xs: U[]) => xs.map((x) => ({ x, key: random() })).sort((a, b) => a.key - b.key).map(({ x }) => x);
+  const shuffled = shuffle(items);
+  const window = 16 * batchSize;
+  const batches: T[][] = [];
+  for (let start = 0; start < shuffled.length; start += window) {
+    const sorted = shuffled.slice(start, start + window).sort((a, b) => a.ids.length - b.ids.length);
+    for (let i = 0; i < sorted.length; i += batchSize) batches.push(sorted.slice(i, i + batchSize));
+  }
+  return shuffle(batches);
+}
+
+/** `support-desk=360,tool-use=480,...`: every built-in environment named once with its episode count. */
+function parseEpisodes(text: string): Record<string, number> {
+  const counts = Object.fromEntries(text.split(',').map((part) => {
+    const [id, n] = part.split('=');
+    return [id.trim(), Number(n)];
+  }));
+  for (const [id, n] of Object.entries(counts)) {
+    if (!BUILTIN_ENVIRONMENTS.has(id)) throw new Error(`--episodes names ${id}, which is not a built-in environment (${[...BUILTIN_ENVIRONMENTS.keys()].join(', ')})`);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`--episodes gives ${id} ${n} episodes: write a whole number of at least 1, e.g. ${id}=100`);
+  }
+  const missing = envs.filter((e) => !(e.id in counts)).map((e) => e.id);
+  if (missing.length > 0) throw new Error(`--episodes leaves out ${missing.join(', ')}: the model must see every built-in environment (e.g. ${missing[0]}=100)`);
+  return counts;
+}
 
 /** N(0, 0.02²) matrices (the output projections scaled by 1/√(2·layers), as GPT-2 does), norms at 1. */
 function initialWeights(c: typeof config, seed: number) {

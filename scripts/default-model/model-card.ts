@@ -3,7 +3,7 @@
 import type { EvaluationReport } from '../../src/rl/evaluate.ts';
 
 export interface CardFacts {
-  settings: { seed: number; episodesPerEnv: number; maxTokens: number; noise: number; epochs: number; vocabSize: number; evalEpisodes: number; batchSize: number; lr: number };
+  settings: { seed: number; episodesPerEnv: Record<string, number>; difficulties: number[]; maxTokens: number; noise: number; epochs: number; vocabSize: number; evalEpisodes: number; batchSize: number; lr: number };
   config: { hidden_size: number; intermediate_size: number; num_hidden_layers: number; num_attention_heads: number; num_key_value_heads: number; vocab_size: number; max_position_embeddings: number };
   parameters: number;
   tokens: number;
@@ -36,7 +36,7 @@ is far from perfect: the point is to leave room for RL to show.
 
 \`npm run model:default -- --seed ${s.seed}\` regenerates it exactly (\`scripts/default-model/\`):
 
-1. **Data**: ${s.episodesPerEnv} episodes per environment (train split, difficulties 1–3), played by each
+1. **Data**: ${Object.entries(s.episodesPerEnv).map(([env, n]) => `${n} ${env}`).join(', ')} episodes (train split, difficulty ${s.difficulties.join(', ')}), played by each
    environment's scripted expert with noise — at each step, with probability ${s.noise}, a uniformly
    random valid action instead of the expert's — so the data holds mistakes, recoveries and failures.
    Success in the data: ${Object.entries(f.dataSuccess).map(([env, x]) => `${env} ${pct(x)}`).join(', ')}.
