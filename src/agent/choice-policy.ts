@@ -45,6 +45,8 @@ export interface ChoicePolicyOptions extends PolicyOptions {
 /** A state's policy, and with `hidden` the final hidden states the value head reads. */
 export interface ScoredState {
   logProbs: number[];
+  /** log p of each candidate's tokens, one by one (what the trajectory browser shades). */
+  tokenLogprobs: number[][];
   /** At the state's last token: V(s) = w · hidden + b. */
   hidden?: Float32Array;
   /** At each candidate's last token: Q(s, a) = w · hidden + b (DQN). */
@@ -78,6 +80,7 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
     );
     return scores.map((score, i) => ({
       logProbs: actionLogProbs([score.sums], [states[i].actionTokens.map((t) => t.length)], { lengthNormalize: this.options.lengthNormalize })[0],
+      tokenLogprobs: score.tokenLogprobs,
       ...(hidden ? { hidden: score.promptHidden, candidateHidden: score.continuationHidden } : {}),
     }));
   }
@@ -193,7 +196,7 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
                 logProb: logProbs[chosen],
                 ...(reference ? { referenceLogProb: reference[i].logProbs[chosen] } : {}),
                 ...(value ? { value: dot(value.weight, scored[i].hidden!) + value.bias } : {}),
-                tokens: { ids: [...l.transcript.ids], actionMask: [...l.transcript.actionMask] },
+                tokens: { ids: [...l.transcript.ids], actionMask: [...l.transcript.actionMask], logprobs: scored[i].tokenLogprobs[chosen] },
                 context,
                 actions,
                 actionTokens,

@@ -7,7 +7,10 @@
 import { CURATED_MODELS, formatParameterCount, HUB_PREFIX, isHubId } from '../engine/model/hub.ts';
 import { FOLDER_PREFIX, isFolderLocation, openBrowserModelSource, type BrowserSourceOptions, type PickedFolder } from '../engine/model/source-browser.ts';
 import type { ModelRef } from './training/protocol.ts';
-import type { ModelSource } from '../engine/model/types.ts';
+import { parseModelConfig } from '../engine/model/config.ts';
+import { readJsonFile } from '../engine/model/source.ts';
+import { loadTokenizer } from '../engine/model/tokenizer.ts';
+import type { ModelSource, Tokenizer } from '../engine/model/types.ts';
 
 export const DEFAULT_MODEL_URL = '/models/rlplay-agent-mini/';
 export const FIXTURE_URL = '/fixtures/stories260K/';
@@ -91,4 +94,19 @@ export function modelRef(text: string): ModelRef {
   const { hub, folders } = sourceOptions();
   const picked = isFolderLocation(location) ? folders?.get(location.slice(FOLDER_PREFIX.length)) : undefined;
   return { location, options: { hub, ...(picked ? { folders: new Map([[picked.name, picked]]) } : {}) } };
+}
+
+const tokenizers = new Map<string, Promise<Tokenizer>>();
+
+/** A model's tokenizer alone (config.json and the tokenizer files, no weights), kept per location. */
+export function pageTokenizer(text: string): Promise<Tokenizer> {
+  const location = resolveModelLocation(text);
+  let tokenizer = tokenizers.get(location);
+  if (!tokenizer) {
+    const source = pageModelSource(location);
+    tokenizer = readJsonFile(source, 'config.json').then((config) => loadTokenizer(source, parseModelConfig(config)));
+    tokenizer.catch(() => tokenizers.delete(location));
+    tokenizers.set(location, tokenizer);
+  }
+  return tokenizer;
 }

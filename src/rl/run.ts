@@ -11,7 +11,9 @@ import type { LoraSettings } from '../engine/lora/adapter.ts';
 import type { GpuLoraAdapter } from '../engine/lora/gpu-adapter.ts';
 import type { Model } from '../engine/model.ts';
 import { MemoryModelSource } from '../engine/model/memory-source.ts';
-import { checkpointFiles, readCheckpoint, type Checkpoint as TrainingCheckpoint } from '../engine/train/checkpoint.ts';
+import { checkpointFiles, hasCheckpoint, readCheckpoint, type Checkpoint as TrainingCheckpoint } from '../engine/train/checkpoint.ts';
+import { ADAPTER_CONFIG, ADAPTER_WEIGHTS, readPeftAdapter } from '../engine/lora/peft.ts';
+import type { ModelConfig } from '../engine/model/types.ts';
 import { Trainer } from '../engine/train/trainer.ts';
 import { ValueHead } from '../engine/train/value-head.ts';
 import type { EnvModule } from '../env/types.ts';
@@ -97,6 +99,28 @@ export interface RunOutcome {
 /** The settings that must match for a run to be resumed. */
 const IDENTITY: (keyof TrainConfig)[] = ['model', 'env', 'mode', 'algo', 'seed', 'difficulty', 'format', 'lengthNormalize', 'lora', 'algorithm', 'temperature', 'maxActionTokens'];
 
+const sameLora = (a: LoraSettings, b: LoraSettings) =>
+  (Object.keys(a) as (keyof LoraSettings)[]).every((key) => JSON.stringify(a[key]) === JSON.stringify(b[key])) && Object.keys(a).length === Object.keys(b).length;
+
+/**
+ * Stores a PEFT adapter (adapter_config.json and adapter_model.safetensors) as a new run that starts
+ * from it: checked against the model first (a clear error for another model's or a corrupted
+ * adapter), then saved as the run's update-0 checkpoint, paused. trainRun on it trains from the
+ * adapter; evaluation and export read it like any run's. The run's LoRA settings are the adapter's.
+ */
+export async function importAdapterRun(store: TrajectoryStore, modelConfig: ModelConfig, runId: string, config: TrainConfig, files: Map<string, Uint8Array>, name: string): Promise<TrainConfig> {
+  for (const file of [ADAPTER_CONFIG, ADAPTER_WEIGHTS]) {
+    if (!files.has(file)) throw new Error(`${name} has no ${file}: a PEFT adapter holds ${ADAPTER_CONFIG} and ${ADAPTER_WEIGHTS}, as PEFT's save_pretrained and rlplay's export write them`);
+  }
+  const adapterFiles = new Map([ADAPTER_CONFIG, ADAPTER_WEIGHTS].map((file) => [file, files.get(file)!]));
+  const adapter = await readPeftAdapter(new MemoryModelSource(adapterFiles, `${name}: `), modelConfig);
+  const imported: TrainConfig = { ...config, lora: adapter.settings };
+  await store.createRun({ id: runId, config: imported as unknown as Record<string, unknown> });
+  await store.saveCheckpoint({ runId, step: 0, files: adapterFiles });
+  await store.updateRun(runId, { status: 'paused', note: `imported from ${name}` });
+  return imported;
+}
+
 /** Trains (or resumes) run `runId` in `store`. */
 export async function trainRun(model: Model, env: EnvModule, store: TrajectoryStore, runId: string, config: TrainConfig, hooks: RunHooks = {}): Promise<RunOutcome> {
   const algorithm = makeAlgorithm(config.algo, config.algorithm);
@@ -118,12 +142,22 @@ export async function trainRun(model: Model, env: EnvModule, store: TrajectorySt
   } else {
     await store.createRun({ id: runId, config: config as unknown as Record<string, unknown> });
   }
+  // A checkpoint with training state resumes the run; one holding only a PEFT adapter (imported,
+  // see importAdapterRun) is where a new run starts: that adapter, the rest fresh.
   const saved = await store.latestCheckpoint(runId);
-  const checkpoint = saved ? await readCheckpoint<Progress>(new MemoryModelSource(saved.files, `${runId} checkpoint ${saved.step}: `), model.config) : undefined;
+  const savedSource = saved ? new MemoryModelSource(saved.files, `${runId} checkpoint ${saved.step}: `) : null;
+  const checkpoint = savedSource && (await hasCheckpoint(savedSource)) ? await readCheckpoint<Progress>(savedSource, model.config) : undefined;
+  const imported = savedSource && !checkpoint ? await readPeftAdapter(savedSource, model.config) : undefined;
   if (checkpoint) hooks.onLog?.(`resuming ${runId} after update ${checkpoint.progress.updates} (${checkpoint.progress.episodes} episodes)`);
+  if (imported) {
+    if (!sameLora(imported.settings, config.lora)) {
+      throw new Error(`run ${runId} starts from an imported adapter with LoRA settings ${JSON.stringify(imported.settings)}, but the run asks for ${JSON.stringify(config.lora)}: train it with the adapter's settings`);
+    }
+    hooks.onLog?.(`starting ${runId} from its imported adapter (LoRA r=${imported.settings.r})`);
+  }
 
   // 2. The adapter, value head, optimiser and algorithm state, fresh or from the checkpoint.
-  const adapter = model.uploadAdapter(checkpoint?.adapter ?? model.createAdapter(config.lora, config.seed));
+  const adapter = model.uploadAdapter(checkpoint?.adapter ?? imported ?? model.createAdapter(config.lora, config.seed));
   const valueHead = new ValueHead(model.gpu, model.config.hiddenSize, checkpoint?.valueHead);
   const trainer = new Trainer(model.gpuModel, { train: adapter, valueHead, optimizer: { schedule: { kind: 'constant', lr: algorithm.learningRate } }, seed: config.seed });
   const policy = makePolicy(model, { ...config, env, reset: { split: 'train', difficulty: config.difficulty }, adapter, valueHead });

@@ -63,6 +63,14 @@ test('trains in a Worker: the charts fill, pause and resume, and a reload resume
   await expect(page.getByTestId('train-status')).toContainText('16 / 16 episodes');
   await page.screenshot({ path: `${SCREENSHOTS}train-finished.png`, fullPage: true });
 
+  // The trajectory browser shows the run's episodes, each action token shaded by its probability.
+  await page.getByRole('button', { name: 'Show episode 0' }).click();
+  const tokens = page.getByTestId('action-tokens').first();
+  await expect(tokens).toBeVisible();
+  expect(await tokens.locator('span').count()).toBeGreaterThan(0);
+  await expect(tokens.locator('span').first()).toHaveAttribute('title', /^p = [01]\.\d{3} \(log-prob -?\d+\.\d{2}\)$/);
+  await page.getByTestId('episode-detail').screenshot({ path: `${SCREENSHOTS}trajectory-shading.png` });
+
   // Evaluate: before against after on the same test episodes, and a report that opens offline.
   await page.getByLabel('Test episodes').fill('4');
   await page.getByRole('button', { name: 'Evaluate before and after' }).click();
@@ -90,7 +98,8 @@ test('trains in a Worker: the charts fill, pause and resume, and a reload resume
   await page.getByRole('button', { name: 'PEFT adapter (.zip)' }).click();
   const zip = await download;
   expect(zip.suggestedFilename()).toMatch(/-peft\.zip$/);
-  const files = unzipSync(Buffer.concat(await (await zip.createReadStream()).toArray()));
+  const zipBytes = Buffer.concat(await (await zip.createReadStream()).toArray());
+  const files = unzipSync(zipBytes);
   expect(Object.keys(files).sort()).toEqual(['adapter_config.json', 'adapter_model.safetensors']);
   const config = JSON.parse(new TextDecoder().decode(files['adapter_config.json']));
   expect(config).toMatchObject({ peft_type: 'LORA', r: 8, lora_alpha: 16 });
@@ -114,6 +123,19 @@ test('trains in a Worker: the charts fill, pause and resume, and a reload resume
   expect(parsed.tensorInfos.find((t) => t.name === 'blk.0.attn_q.weight.lora_a')?.shape).toEqual([64n, 8n]);
   await page.getByRole('heading', { name: 'Export' }).scrollIntoViewIfNeeded();
   await page.screenshot({ path: `${SCREENSHOTS}export.png` });
+  // Import: a broken zip is refused with the reason; the exported zip comes back as a run that
+  // starts from it and trains on.
+  await page.getByLabel('Episodes', { exact: true }).fill('2');
+  const adapterInput = page.getByTestId('adapter-input');
+  await adapterInput.setInputFiles({ name: 'broken-peft.zip', mimeType: 'application/zip', buffer: Buffer.from('not a zip') });
+  await expect(page.getByTestId('train-error')).toContainText('The adapter could not be imported: broken-peft.zip is not a readable zip archive');
+  await adapterInput.setInputFiles({ name: zip.suggestedFilename(), mimeType: 'application/zip', buffer: zipBytes });
+  const offer = page.getByTestId('resume-offer');
+  await expect(offer).toContainText(`starts from the adapter imported from ${zip.suggestedFilename()}`);
+  await offer.getByRole('button', { name: 'Train it' }).click();
+  await expect(page.getByTestId('train-status')).toHaveAttribute('data-status', 'finished', { timeout: 120_000 });
+  await expect(page.getByTestId('train-status')).toContainText('2 / 2 episodes');
+  await expect(page.getByTestId('train-log')).toContainText('from its imported adapter (LoRA r=8)');
 });
 
 test('the trajectory browser lists stored episodes, filters them, shows a transcript, and round-trips JSONL', async ({ page }) => {

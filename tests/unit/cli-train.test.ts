@@ -2,7 +2,7 @@
 // on stories260K with a custom environment from a file, some of whose episodes throw or loop forever.
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -104,6 +104,31 @@ describe.skipIf(!existsSync(STORIES260K_DIR))('rlplay train, collect and export'
     const missing = await rlplay('export', '--format', 'peft', '--run', join(root, 'nothing-here'), '--out', exported);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/not a run folder/);
+  });
+
+  test('train --init-adapter starts a new run from an exported adapter; a corrupted adapter fails cleanly', async () => {
+    const exported = join(root, 'exported');
+    const out = join(root, 'from-adapter');
+    const args = [...trainArgs(out, 4), '--init-adapter', exported, '--lora-r', '2'];
+    const first = await rlplay(...args);
+    expect(first.code).toBe(0);
+    expect(first.stderr).toMatch(/starting from-adapter from its imported adapter \(LoRA r=8\)/);
+    const config = JSON.parse(await readFile(join(out, 'adapter_config.json'), 'utf8'));
+    expect(config.r).toBe(8);
+    // Started again, it is an ordinary resume.
+    const again = await rlplay(...args);
+    expect(again.code).toBe(0);
+    expect(again.stderr).not.toMatch(/imported adapter/);
+
+    const corrupt = join(root, 'corrupt-adapter');
+    await rm(corrupt, { recursive: true, force: true });
+    await mkdir(corrupt);
+    await writeFile(join(corrupt, 'adapter_config.json'), await readFile(join(exported, 'adapter_config.json')));
+    await writeFile(join(corrupt, 'adapter_model.safetensors'), 'not safetensors at all');
+    const broken = await rlplay(...trainArgs(join(root, 'from-corrupt'), 4), '--init-adapter', corrupt);
+    expect(broken.code).toBe(1);
+    expect(broken.stderr).toMatch(/adapter_model\.safetensors/);
+    expect(existsSync(join(root, 'from-corrupt', 'adapter_config.json'))).toBe(false);
   });
 
   test('collect --expert stores the scripted expert\'s demonstrations', async () => {

@@ -112,6 +112,17 @@ export interface EvaluationComparison {
   createdAt: number;
 }
 
+export interface ImportAdapterRequest {
+  model: ModelRef;
+  runId: string;
+  /** The setup the run will train with (its LoRA settings become the adapter's). */
+  config: Omit<TrainConfig, 'format'>;
+  /** adapter_config.json and adapter_model.safetensors (other files are ignored). */
+  files: Map<string, Uint8Array>;
+  /** The picked files' names, for messages and the run's note. */
+  name: string;
+}
+
 export interface EnvironmentInfo {
   id: string;
   description: string;
@@ -134,6 +145,8 @@ export interface TrainerApi {
   validate(request: ValidateRequest, sandbox: SandboxHost): Promise<ValidationReport>;
   /** Evaluates a stored run's last adapter against the base model on the test split. */
   evaluate(request: EvaluateRequest, sandbox?: SandboxHost): Promise<EvaluationComparison>;
+  /** Checks a PEFT adapter against the model and stores it as a paused run that starts from it; returns the run's config. */
+  importAdapter(request: ImportAdapterRequest): Promise<TrainConfig>;
   /** Asks the run to stop after the update in progress; start() then resolves with status 'paused'. */
   pause(): void;
 }

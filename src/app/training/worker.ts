@@ -12,7 +12,7 @@ import { describeThrown, guardEnvModule } from '../../env/guard.ts';
 import { loadEnvSource, type SandboxHost } from '../../env/load-browser.ts';
 import type { EnvModule } from '../../env/types.ts';
 import { ALGORITHM_DEFAULTS, ALGORITHMS, makeAlgorithm } from '../../rl/index.ts';
-import { TRAIN_DEFAULTS, trainRun } from '../../rl/run.ts';
+import { importAdapterRun, TRAIN_DEFAULTS, trainRun } from '../../rl/run.ts';
 import { openIndexedDbStore } from '../../store/indexeddb.ts';
 import type { PlayedEpisode } from '../../agent/policy.ts';
 import { MemoryModelSource } from '../../engine/model/memory-source.ts';
@@ -24,6 +24,7 @@ import type {
   EvaluateRequest,
   ModelRef,
   EvaluationComparison,
+  ImportAdapterRequest,
   StartRequest,
   TrainerApi,
   TrainerEvents,
@@ -221,6 +222,17 @@ const api: TrainerApi = {
       }
     } finally {
       await environment?.dispose();
+      await store.close();
+    }
+  },
+
+  async importAdapter(request: ImportAdapterRequest): Promise<TrainConfig> {
+    const model = await modelFor(request.model, quiet);
+    const store = await openIndexedDbStore();
+    try {
+      const config = { ...request.config, format: model.tokenizer.hasChatTemplate ? ('chat' as const) : ('plain' as const) };
+      return await importAdapterRun(store, model.config, request.runId, config, request.files, request.name);
+    } finally {
       await store.close();
     }
   },

@@ -9,12 +9,12 @@ import { Option } from 'commander';
 import { makePolicy } from '../../agent/policies.ts';
 import { LORA_TARGETS, type LoraTarget } from '../../engine/lora/adapter.ts';
 import type { GpuLoraAdapter } from '../../engine/lora/gpu-adapter.ts';
-import { peftAdapterFiles } from '../../engine/lora/peft.ts';
+import { ADAPTER_CONFIG, ADAPTER_WEIGHTS, peftAdapterFiles } from '../../engine/lora/peft.ts';
 import type { Model } from '../../engine/model.ts';
 import type { EnvModule } from '../../env/types.ts';
 import { ALGORITHMS, ALGORITHM_DEFAULTS, type AlgorithmName } from '../../rl/index.ts';
 import { evaluatePolicy, type EvaluationReport } from '../../rl/evaluate.ts';
-import { TRAIN_DEFAULTS, trainRun, type TrainConfig } from '../../rl/run.ts';
+import { importAdapterRun, TRAIN_DEFAULTS, trainRun, type TrainConfig } from '../../rl/run.ts';
 import { FileTrajectoryStore } from '../../store/files.ts';
 import { addAgentOptions, checkAgentFlags, loadEnvironment, promptFormat, type AgentFlags } from '../agent-options.ts';
 import { loadModelForCli, MODEL_HELP } from '../load.ts';
@@ -30,6 +30,7 @@ interface TrainFlags extends AgentFlags {
   loraAlpha: number;
   targets: string;
   microBatch: number;
+  initAdapter?: string;
   set: Record<string, unknown>;
   evalEpisodes: number;
 }
@@ -62,6 +63,7 @@ export function registerTrain(program: Command): void {
     .option('--lora-r <r>', 'LoRA rank', parseWholeNumber, TRAIN_DEFAULTS.lora.r)
     .option('--lora-alpha <a>', 'LoRA alpha', parseNumber, TRAIN_DEFAULTS.lora.alpha)
     .option('--targets <list>', 'comma-separated projections to adapt', TRAIN_DEFAULTS.lora.targets.join(','))
+    .option('--init-adapter <dir>', "start from this PEFT adapter (folder with adapter_config.json and adapter_model.safetensors) instead of a fresh one; its LoRA settings replace --lora-r, --lora-alpha and --targets")
     .option('--micro-batch <n>', 'training sequences per forward/backward', parseWholeNumber, TRAIN_DEFAULTS.microBatch)
     .option('--set <key=value>', "override one of the algorithm's settings (repeatable); see --help for the defaults", collectSetting, {})
     .option('--eval-episodes <n>', 'also evaluate on the test split before and after training, with this many episodes (0: skip)', parseWholeNumber, 0);
@@ -77,7 +79,7 @@ export function registerTrain(program: Command): void {
     const store = new FileTrajectoryStore(dirname(out), { onWarning: (message) => process.stderr.write(`warning: ${message}\n`) });
     const env = await loadEnvironment(flags);
     const model = await loadModelForCli(flags.model);
-    const config: TrainConfig = {
+    let config: TrainConfig = {
       ...TRAIN_DEFAULTS,
       model: flags.model,
       env: flags.env,
@@ -94,6 +96,18 @@ export function registerTrain(program: Command): void {
       lora: { ...TRAIN_DEFAULTS.lora, r: flags.loraR, alpha: flags.loraAlpha, targets },
       algorithm: flags.set,
     };
+    // A new run from an adapter stores it as its update-0 checkpoint; running again resumes as usual.
+    const runId = basename(out);
+    if (flags.initAdapter && !(await store.getRun(runId))) {
+      const files = new Map<string, Uint8Array>();
+      for (const file of [ADAPTER_CONFIG, ADAPTER_WEIGHTS]) {
+        const path = join(resolve(flags.initAdapter), file);
+        if (existsSync(path)) files.set(file, await readFile(path));
+      }
+      config = await importAdapterRun(store, model.config, runId, config, files, resolve(flags.initAdapter));
+    } else if (flags.initAdapter) {
+      config = { ...config, lora: (await store.getRun(runId))!.config.lora as TrainConfig['lora'] };
+    }
     let adapter: GpuLoraAdapter | null = null;
     try {
       const evaluate = (which: GpuLoraAdapter | null) => evaluateOnTest(model, env, config, which, flags.evalEpisodes);
@@ -108,7 +122,7 @@ export function registerTrain(program: Command): void {
       const started = performance.now();
       let playedThisSession = 0;
       const status = (line: string) => process.stderr.write(process.stderr.isTTY ? `\r\x1b[2K${line}` : `${line}\n`);
-      const outcome = await trainRun(model, env, store, basename(out), config, {
+      const outcome = await trainRun(model, env, store, runId, config, {
         onLog: (message) => process.stderr.write(`${process.stderr.isTTY ? '\r\x1b[2K' : ''}${message}\n`),
         onEpisode: () => playedThisSession++,
         onCheckpoint: async (checkpoint) => {
