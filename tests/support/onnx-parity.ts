@@ -2,8 +2,19 @@
 // decode steps that read the KV cache, and greedy generation. Pure code, so Vitest (Node, Dawn and
 // onnxruntime-node) and the browser page (Chromium's WebGPU and onnxruntime-web) run the same checks.
 import { Tensor, type PreTrainedModel } from '@huggingface/transformers';
+import { seededNormal } from '../../src/common/random.ts';
+import { initLoraAdapter, LORA_TARGETS, type HostLoraAdapter } from '../../src/engine/lora/adapter.ts';
 import type { GpuLoraAdapter } from '../../src/engine/lora/gpu-adapter.ts';
 import type { Model } from '../../src/engine/model.ts';
+import type { LoadedModelFiles } from '../../src/engine/model/types.ts';
+
+/** An adapter on every projection with B random too (a fresh PEFT adapter has B = 0 and changes nothing). */
+export function randomAdapter(files: LoadedModelFiles, seed: number): HostLoraAdapter {
+  const adapter = initLoraAdapter(files.config, { r: 4, alpha: 8, targets: [...LORA_TARGETS], rslora: false, dropout: 0, layers: null }, seed, 'tiny');
+  const normal = seededNormal(seed + 1);
+  for (const m of adapter.modules) m.B = Float32Array.from(m.B, () => 0.2 * normal());
+  return adapter;
+}
 
 export interface ParityReport {
   /** max |Δ| of the logits at every prompt position, one forward over the whole prompt. */

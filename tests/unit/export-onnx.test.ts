@@ -12,16 +12,16 @@ import { AutoModelForCausalLM, env, pipeline, Tensor, type PreTrainedModel } fro
 import onnxProto from 'onnx-proto';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { exportOnnx, ONNX_MODEL_FILE, OnnxExportError } from '../../src/engine/export/onnx.ts';
-import { initLoraAdapter, LORA_TARGETS, type HostLoraAdapter } from '../../src/engine/lora/adapter.ts';
+import type { HostLoraAdapter } from '../../src/engine/lora/adapter.ts';
 import { readPeftAdapter } from '../../src/engine/lora/peft.ts';
 import { Model } from '../../src/engine/model.ts';
 import { parseModelConfig } from '../../src/engine/model/config.ts';
 import { loadModelFiles } from '../../src/engine/model/load.ts';
 import { FileModelSource } from '../../src/engine/model/source-node.ts';
 import type { LoadedModelFiles } from '../../src/engine/model/types.ts';
-import { STORIES260K_DIR, MemoryModelSource, seededNormal, tinyModelFiles } from '../support/model-folder.ts';
+import { STORIES260K_DIR, MemoryModelSource, tinyModelFiles } from '../support/model-folder.ts';
 import { nodeGpu } from '../support/node-gpu.ts';
-import { compareWithEngine } from '../support/onnx-parity.ts';
+import { compareWithEngine, randomAdapter } from '../support/onnx-parity.ts';
 
 const fixturePresent = existsSync(STORIES260K_DIR);
 const STORIES_ADAPTER = join(STORIES260K_DIR, 'lora-synthetic-r4');
@@ -61,14 +61,6 @@ async function exportAndLoad(id: string, files: LoadedModelFiles, adapter?: Host
   await writeFolder(join(root, 'models', id), folder);
   const exported = await AutoModelForCausalLM.from_pretrained(id, { dtype: 'fp32' });
   return { folder, exported };
-}
-
-/** An adapter on every projection with B random too (a fresh PEFT adapter has B = 0 and changes nothing). */
-function randomAdapter(files: LoadedModelFiles, seed: number): HostLoraAdapter {
-  const adapter = initLoraAdapter(files.config, { r: 4, alpha: 8, targets: [...LORA_TARGETS], rslora: false, dropout: 0, layers: null }, seed, 'tiny');
-  const normal = seededNormal(seed + 1);
-  for (const m of adapter.modules) m.B = Float32Array.from(m.B, () => 0.2 * normal());
-  return adapter;
 }
 
 function decodeGraph(folder: Map<string, Uint8Array>) {
