@@ -43,6 +43,11 @@ export interface TrainConfig {
   lora: LoraSettings;
   /** Overrides of the algorithm's defaults. */
   algorithm: Record<string, unknown>;
+  /**
+   * A custom environment's source, kept with the run in the browser so that it resumes and
+   * evaluates after a reload without the editor (the CLI names the file in `env` instead).
+   */
+  envSource?: string;
 }
 
 export const TRAIN_DEFAULTS: Omit<TrainConfig, 'model' | 'env' | 'algo' | 'episodes'> = {

@@ -14,7 +14,7 @@ test.beforeEach(({ page }) => {
   page.on('pageerror', (error) => console.log(`[page error] ${error.message}`));
 });
 
-test('validate the template, see a throwing environment fail cleanly, train on the custom one, share it', async ({ page, browser }) => {
+test('validate the template, see a throwing environment fail cleanly, train on the custom one, share it, evaluate it after a reload', async ({ page, browser }) => {
   test.skip(!existsSync(FIXTURE_DIR), `no stories260K fixture at ${FIXTURE_DIR}`);
   test.setTimeout(600_000);
   await page.goto('/?model=/fixtures/stories260K/');
@@ -44,6 +44,13 @@ test('validate the template, see a throwing environment fail cleanly, train on t
   // Share it: the link carries the code.
   await page.getByRole('button', { name: 'Share setup' }).click();
   const link = await page.getByLabel('Share link').inputValue();
+
+  // After a reload nothing is validated in the editor, yet the run evaluates: its code is stored with it.
+  await page.reload();
+  await expect(page.getByTestId('adapter')).toBeVisible();
+  await page.getByLabel('Test episodes').fill('2');
+  await page.getByRole('button', { name: 'Evaluate before and after' }).click();
+  await expect(page.getByTestId('evaluation')).toContainText('Success rate', { timeout: 300_000 });
 
   // A throwing environment: its error is shown, and the page still works.
   await editor.fill(ENV_TEMPLATE.replace('step(action) {', "step(action) {\n        throw new Error('the reward service is down');"));
