@@ -159,9 +159,20 @@ for (let epoch = 0; epoch < settings.epochs; epoch++) {
 trainer.dispose();
 const trainSeconds = (performance.now() - started) / 1000;
 
-// 4. The folder, then the baseline of the trained model, read back from that folder.
+// 4. The trained weights go to disk at once, in `${out}.partial` (the evaluation takes long on a
+//    CPU driver: a run stopped there keeps its training), then the baseline, read back from them.
 const files = await modelFolderFiles(model, await model.gpuModel.readWeights());
 model.dispose();
+const partial = `${out}.partial`;
+await rm(partial, { recursive: true, force: true });
+const writeFiles = async (names: Iterable<string>) => {
+  for (const name of names) {
+    await mkdir(dirname(join(partial, name)), { recursive: true });
+    await writeFile(join(partial, name), files.get(name)!);
+  }
+};
+await writeFiles(files.keys());
+log(`trained weights written to ${partial}`);
 const trained = await loadModel(gpu, new MemoryModelSource(files, 'rlplay-agent-mini: '));
 const baseline: EvaluationReport[] = [];
 for (const env of envs) {
@@ -172,18 +183,12 @@ for (const env of envs) {
 }
 trained.dispose();
 
-// 5. The ONNX export for transformers.js, then the folder, written atomically: a partial folder is
-//    never left in place of the model.
+// 5. The ONNX export for transformers.js and the card, then the folder takes the model's place
+//    atomically: a partial folder is never left in place of the model.
 const onnx = await exportOnnx(await loadModelFiles(new MemoryModelSource(files, 'rlplay-agent-mini: ')));
 files.set(ONNX_MODEL_FILE, onnx.get(ONNX_MODEL_FILE)!);
 files.set('README.md', new TextEncoder().encode(modelCard({ settings, config, parameters, tokens, trainSeconds, dataSuccess, baseline, adapterName: gpu.adapterName })));
-const partial = `${out}.partial`;
-await rm(partial, { recursive: true, force: true });
-await mkdir(partial, { recursive: true });
-for (const [name, bytes] of files) {
-  await mkdir(dirname(join(partial, name)), { recursive: true });
-  await writeFile(join(partial, name), bytes);
-}
+await writeFiles([ONNX_MODEL_FILE, 'README.md']);
 await rm(out, { recursive: true, force: true });
 await rename(partial, out);
 log(`written to ${out}`);
