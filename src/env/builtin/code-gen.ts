@@ -458,6 +458,8 @@ function showCall(args: unknown[]): string {
 export class CodeGenEnv implements Env, ExpertEnv {
   private task: Task | null = null;
   private candidates: string[] = [];
+  /** The reference solution as the candidates list it (fenced or plain): the expert's action. */
+  private reference = '';
   private attempts = 0;
   private best = 0;
   private done = false;
@@ -477,7 +479,7 @@ export class CodeGenEnv implements Env, ExpertEnv {
     this.best = 0;
     this.done = false;
     this.success = false;
-    this.candidates = makeCandidates(task, random);
+    ({ candidates: this.candidates, reference: this.reference } = makeCandidates(task, random));
     const { family, instance } = task;
     const observation = [
       `Write a JavaScript function that ${family.describe(instance.params)}.`,
@@ -534,8 +536,8 @@ export class CodeGenEnv implements Env, ExpertEnv {
   }
 
   expertAction(): string {
-    const task = this.requireTask();
-    return '```js\n' + task.family.solution(task.instance.params) + '\n```';
+    this.requireTask();
+    return this.reference;
   }
 
   close(): void {
@@ -549,20 +551,21 @@ export class CodeGenEnv implements Env, ExpertEnv {
 }
 
 /** The reference (fenced or plain), two task-specific mistakes, a constant, a syntax error and an infinite loop. */
-function makeCandidates(task: Task, random: Rand): string[] {
+function makeCandidates(task: Task, random: Rand): { candidates: string[]; reference: string } {
   const { family, instance } = task;
   const sig = family.signature;
   const solution = family.solution(instance.params);
   const wrong = family.wrong(instance.params).map((w) => [random(), w] as const).sort((a, b) => a[0] - b[0]).map(([, w]) => w);
   const loopVar = sig === 'n' ? 'n' : `${sig}.length`;
+  const reference = random() < 0.5 ? solution : '```js\n' + solution + '\n```';
   const candidates = [
-    random() < 0.5 ? solution : '```js\n' + solution + '\n```',
+    reference,
     ...wrong.slice(0, 2),
     `function solve(${sig}) {\n  return ${family.constant};\n}`,
     solution.replace(/\}\s*$/, ''), // a missing closing brace: a syntax error
     `function solve(${sig}) {\n  let i = 0;\n  while (i < ${loopVar} || true) i++;\n  return i;\n}`,
   ];
-  return candidates.map((c) => [random(), c] as const).sort((a, b) => a[0] - b[0]).map(([, c]) => c);
+  return { candidates: candidates.map((c) => [random(), c] as const).sort((a, b) => a[0] - b[0]).map(([, c]) => c), reference };
 }
 
 const codeGen: BuiltinEnvModule = {
