@@ -6,7 +6,11 @@ import type { BuiltinEnvModule } from '../../src/env/types.ts';
 
 export interface PlayedStep {
   observation: string;
+  /** The action taken: the expert's, or with probability `noise` a random valid one. */
   action: string;
+  /** The valid actions at this step, and the expert's pick among them. */
+  actions: string[];
+  expert: string;
 }
 
 export interface NoisyEpisode {
@@ -37,8 +41,9 @@ export async function noisyExpertEpisodes(envs: BuiltinEnvModule[], options: Cor
       let success = false;
       for (let t = 0; t < module.maxEpisodeSteps; t++) {
         const actions = await env.validActions!();
-        const action = random() < options.noise ? actions[Math.floor(random() * actions.length)] : env.expertAction();
-        steps.push({ observation, action });
+        const expert = env.expertAction();
+        const action = random() < options.noise ? actions[Math.floor(random() * actions.length)] : expert;
+        steps.push({ observation, action, actions: [...actions], expert });
         const result = await env.step(action);
         if (result.terminated || result.truncated) {
           success = result.info.success === true;

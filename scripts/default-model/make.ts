@@ -1,10 +1,14 @@
-// npm run model:default -- [--seed S] [--out DIR] [--episodes ENV=N,...] [--difficulties 1,2,3] [--noise P] [--epochs E] [--eval-episodes M]
+// npm run model:default -- [--seed S] [--out DIR] [--episodes ENV=N,...] [--difficulties 1,2,3] [--noise P] [--epochs E]
+//                           [--choice-steps N] [--choice-target P] [--eval-episodes M]
 //
 // Makes rlplay's embedded default model from nothing, deterministically from a seed:
 //   1. episodes of the five built-in environments played by their scripted experts with noise;
 //   2. a byte-level BPE tokenizer trained on those transcripts (scripts/default-model/bpe.ts);
 //   3. a small Llama (tied embeddings, GQA) initialised at random and trained full-parameter with
 //      rlplay's own WGSL engine, the loss on the agents' action tokens of the plain transcripts;
+//   3b. then trained on choosing the expert's action among each state's valid actions, each
+//      environment until its estimated greedy success reaches --choice-target
+//      (scripts/default-model/choice-stage.ts);
 //   4. its greedy action-level success on each environment's test split, for the model card;
 //   5. the folder in Hugging Face layout, with the model card (README.md) and onnx/model.onnx for
 //      transformers.js.
@@ -26,6 +30,7 @@ import { Trainer } from '../../src/engine/train/trainer.ts';
 import { BUILTIN_ENVIRONMENTS } from '../../src/env/builtin/index.ts';
 import { evaluatePolicy, type EvaluationReport } from '../../src/rl/evaluate.ts';
 import { trainBpe } from './bpe.ts';
+import { choiceStage } from './choice-stage.ts';
 import { noisyExpertEpisodes, transcriptPieces } from './corpus.ts';
 import { modelCard } from './model-card.ts';
 
@@ -40,7 +45,13 @@ const { values } = parseArgs({
     difficulties: { type: 'string', default: '1' },
     'max-tokens': { type: 'string', default: '768' },
     noise: { type: 'string', default: '0.3' },
-    epochs: { type: 'string', default: '3' },
+    epochs: { type: 'string', default: '1' },
+    'choice-steps': { type: 'string', default: '60' },
+    'choice-episodes': { type: 'string', default: '6' },
+    'choice-lr': { type: 'string', default: '2e-3' },
+    // The middle of the 20–70% the model should start RL from; the estimate is greedy agreement with
+    // the expert over whole episodes, a little below greedy success (a run can recover from a slip).
+    'choice-target': { type: 'string', default: '0.45' },
     // 2048 makes most keys, names and numbers one or two tokens: shorter transcripts, easier copying.
     'vocab-size': { type: 'string', default: '2048' },
     'eval-episodes': { type: 'string', default: '40' },
@@ -62,6 +73,13 @@ const settings = {
   evalEpisodes: Number(values['eval-episodes']),
   batchSize: Number(values['batch-size']),
   lr: Number(values.lr),
+  choice: {
+    steps: Number(values['choice-steps']),
+    episodesPerStep: Number(values['choice-episodes']),
+    lr: Number(values['choice-lr']),
+    target: Number(values['choice-target']),
+    window: 12,
+  },
 };
 const log = (message: string) => process.stderr.write(`${message}\n`);
 
@@ -157,6 +175,7 @@ for (let epoch = 0; epoch < settings.epochs; epoch++) {
   }
 }
 trainer.dispose();
+const choice = await choiceStage(model, episodes, { ...settings.choice, maxTokens: settings.maxTokens, seed }, log);
 const trainSeconds = (performance.now() - started) / 1000;
 
 // 4. The trained weights go to disk at once, in `${out}.partial` (the evaluation takes long on a
@@ -187,7 +206,7 @@ trained.dispose();
 //    atomically: a partial folder is never left in place of the model.
 const onnx = await exportOnnx(await loadModelFiles(new MemoryModelSource(files, 'rlplay-agent-mini: ')));
 files.set(ONNX_MODEL_FILE, onnx.get(ONNX_MODEL_FILE)!);
-files.set('README.md', new TextEncoder().encode(modelCard({ settings, config, parameters, tokens, trainSeconds, dataSuccess, baseline, adapterName: gpu.adapterName })));
+files.set('README.md', new TextEncoder().encode(modelCard({ settings, config, parameters, tokens, trainSeconds, choice, dataSuccess, baseline, adapterName: gpu.adapterName })));
 await writeFiles([ONNX_MODEL_FILE, 'README.md']);
 await rm(out, { recursive: true, force: true });
 await rename(partial, out);

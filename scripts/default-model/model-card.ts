@@ -1,13 +1,15 @@
 // The default model's card (README.md in its folder): how it was made, on what data, how well it
 // does before any RL, its limits and licence.
 import type { EvaluationReport } from '../../src/rl/evaluate.ts';
+import type { ChoiceStageSummary } from './choice-stage.ts';
 
 export interface CardFacts {
-  settings: { seed: number; episodesPerEnv: Record<string, number>; difficulties: number[]; maxTokens: number; noise: number; epochs: number; vocabSize: number; evalEpisodes: number; batchSize: number; lr: number };
+  settings: { seed: number; episodesPerEnv: Record<string, number>; difficulties: number[]; maxTokens: number; noise: number; epochs: number; vocabSize: number; evalEpisodes: number; batchSize: number; lr: number; choice: { steps: number; episodesPerStep: number; lr: number; target: number; window: number } };
   config: { hidden_size: number; intermediate_size: number; num_hidden_layers: number; num_attention_heads: number; num_key_value_heads: number; vocab_size: number; max_position_embeddings: number };
   parameters: number;
   tokens: number;
   trainSeconds: number;
+  choice: ChoiceStageSummary;
   dataSuccess: Record<string, number>;
   baseline: EvaluationReport[];
   adapterName: string;
@@ -47,7 +49,16 @@ is far from perfect: the point is to leave room for RL to show.
    float32. Initialised at random, then trained full-parameter with rlplay's WGSL engine: ${s.epochs} epochs
    over ${f.tokens} tokens of plain transcripts (\`Observation: … / Action: …\`, each cut after the last step that fits in ${s.maxTokens} tokens), the loss on the agent's
    action tokens only, AdamW (lr ${s.lr}, warm-up then cosine, weight decay 0.01), ${s.batchSize} transcripts
-   per step; ${(f.trainSeconds / 60).toFixed(0)} minutes on ${f.adapterName}.
+   per step.
+4. **Choosing among valid actions**: then, on the same episodes' states, the loss −log π(expert | s)
+   of the action-level policy (a softmax over the state's valid actions of their mean token
+   log-probabilities), the expert's action as the label even where the episode took a random one;
+   ${s.choice.episodesPerStep} episodes per step, AdamW (lr ${s.choice.lr}, warm-up then cosine), at most ${s.choice.steps} steps. Each
+   environment stops once its greedy policy agrees with the expert over whole episodes in ${pct(s.choice.target)}
+   of its last ${s.choice.window} episodes (measured before training on them), so that RL has room left:
+   ${Object.entries(f.choice.environments).map(([env, e]) => `${env} ${e.steps} steps${e.stopped ? ` (stopped at ${pct(e.estimate)})` : ` (to the end, last ${pct(e.estimate)})`}`).join(', ')}.
+
+Both stages took ${(f.trainSeconds / 60).toFixed(0)} minutes on ${f.adapterName}.
 
 ## Baseline, before any RL
 

@@ -1,0 +1,133 @@
+// Stage 2 of the default model: choice-level fine-tuning on the noisy-expert episodes.
+//
+// Token-level training (stage 1) teaches the transcripts' format, but the baseline and every RL run
+// in action-level mode pick among the valid actions by their scores, and there a short action with a
+// certain ending ("escalate") beats the right one whose order number the model has not learned to
+// copy. This stage trains what is measured: at each state of the data, the loss
+//     L = −log π(expert | s),   π = softmax over the valid actions of their mean token log-probs,
+// with the expert's action as the label even where the data's episode took a random one (the states
+// stay those of the noisy episodes: mistakes and recoveries). Its gradient reaches every candidate:
+// g_b = ∂L/∂score_b = π_b − 1[b = expert] (src/agent/choice-policy.ts turns that into token weights).
+//
+// The model must stay far from perfect. Before each step the batch's states are scored anyway (π is
+// needed for g), so each environment's greedy agreement with the expert on episodes it has not been
+// trained on (until its episodes come round again) is known for free: an environment whose recent episodes are all-correct often enough
+// (`target`, an estimate of its greedy success) leaves the stage; the others go on until `steps`.
+import { mulberry32 } from '../../src/common/random.ts';
+import { Transcript } from '../../src/agent/transcript.ts';
+import { choiceTrainingBatches, type ChoiceTrainingItem } from '../../src/agent/choice-policy.ts';
+import type { Model } from '../../src/engine/model.ts';
+import { Trainer } from '../../src/engine/train/trainer.ts';
+import { actionLogProbs } from '../../src/rl/action-policy.ts';
+import type { NoisyEpisode } from './corpus.ts';
+
+export interface ChoiceStageOptions {
+  /** Most optimiser steps. */
+  steps: number;
+  episodesPerStep: number;
+  lr: number;
+  /** Estimated greedy success at which an environment stops training. */
+  target: number;
+  /** Episodes per environment the estimate is taken over (the most recent). */
+  window: number;
+  /** A state and its longest candidate fit in this many tokens (as in stage 1). */
+  maxTokens: number;
+  seed: number;
+}
+
+export interface ChoiceStageSummary {
+  steps: number;
+  /** Per environment: optimiser steps it took part in, and its last estimate. */
+  environments: Record<string, { steps: number; estimate: number; stopped: boolean }>;
+}
+
+interface LabelledState {
+  step: ChoiceTrainingItem['step'];
+  expert: number;
+}
+
+/** An episode's states as token ids, its candidates, the action it took and the expert's. */
+function labelledStates(model: Model, episode: NoisyEpisode, maxTokens: number): LabelledState[] {
+  const transcript = new Transcript(model.tokenizer, 'plain', episode.description);
+  const states: LabelledState[] = [];
+  for (const played of episode.steps) {
+    transcript.addObservation(played.observation);
+    const actionTokens = played.actions.map((a) => transcript.encodeAction(a));
+    if (transcript.ids.length + Math.max(...actionTokens.map((t) => t.length)) > maxTokens) break;
+    const chosen = played.actions.indexOf(played.action);
+    states.push({ step: { context: [...transcript.ids], actionTokens, chosen }, expert: played.actions.indexOf(played.expert) });
+    transcript.addAction(actionTokens[chosen]);
+  }
+  return states;
+}
+
+export async function choiceStage(model: Model, episodes: NoisyEpisode[], options: ChoiceStageOptions, log: (message: string) => void): Promise<ChoiceStageSummary> {
+  const random = mulberry32(options.seed ^ 0x27d4eb2f);
+  const byEnv = new Map<string, LabelledState[][]>();
+  for (const episode of episodes) {
+    const states = labelledStates(model, episode, options.maxTokens);
+    if (states.length > 0) byEnv.set(episode.env, [...(byEnv.get(episode.env) ?? []), states]);
+  }
+  // Each environment's episodes in a seeded order, taken in turn, round after round.
+  const queues = new Map([...byEnv].map(([env, list]) => [env, { list: list.map((x) => ({ x, key: random() })).sort((a, b) => a.key - b.key).map(({ x }) => x), next: 0 }]));
+  const recent = new Map([...byEnv.keys()].map((env) => [env, [] as boolean[]]));
+  const summary: ChoiceStageSummary = { steps: 0, environments: Object.fromEntries([...byEnv.keys()].map((env) => [env, { steps: 0, estimate: 0, stopped: false }])) };
+  const trainer = new Trainer(model.gpuModel, {
+    train: 'full',
+    optimizer: { schedule: { kind: 'warmup-cosine', lr: options.lr, warmupSteps: Math.min(10, Math.floor(options.steps / 4)), totalSteps: options.steps, minLrRatio: 0.1 }, weightDecay: 0.01, maxGradNorm: 1 },
+    seed: options.seed,
+  });
+  const started = performance.now();
+  try {
+    for (let step = 0; step < options.steps; step++) {
+      const active = [...queues.keys()].filter((env) => !summary.environments[env].stopped);
+      if (active.length === 0) break;
+      const batch: { env: string; states: LabelledState[] }[] = [];
+      for (let i = 0; i < options.episodesPerStep; i++) {
+        const env = active[(step * options.episodesPerStep + i) % active.length];
+        const queue = queues.get(env)!;
+        batch.push({ env, states: queue.list[queue.next % queue.list.length] });
+        queue.next++;
+      }
+      const states = batch.flatMap((b) => b.states);
+      const scores = await model.scoreContinuations(states.map((s) => ({ prompt: s.step.context, continuations: s.step.actionTokens })), { adapter: null });
+      const logPi = actionLogProbs(scores.map((s) => s.sums), states.map((s) => s.step.actionTokens.map((t) => t.length)), { lengthNormalize: true });
+      // Greedy agreement with the expert, episode by episode, before this step trains on them.
+      let at = 0;
+      for (const { env, states: episodeStates } of batch) {
+        const correct = episodeStates.every((s, i) => logPi[at + i].indexOf(Math.max(...logPi[at + i])) === s.expert);
+        at += episodeStates.length;
+        const window = recent.get(env)!;
+        window.push(correct);
+        if (window.length > options.window) window.shift();
+        summary.environments[env].steps++;
+        summary.environments[env].estimate = window.filter(Boolean).length / window.length;
+      }
+      const items: ChoiceTrainingItem[] = states.map((s, i) => ({
+        step: s.step,
+        g: logPi[i].map((lp, b) => Math.exp(lp) - (b === s.expert ? 1 : 0)),
+        target: 0,
+        oldValue: 0,
+      }));
+      // The trainer averages over action tokens; this scale makes the loss the mean over states.
+      const actionTokens = states.reduce((n, s) => n + s.step.actionTokens.reduce((m, t) => m + t.length, 0), 0);
+      const loss = -states.reduce((sum, s, i) => sum + logPi[i][s.expert], 0) / states.length;
+      await trainer.step(choiceTrainingBatches(items, { lengthNormalize: true, microBatch: 8, scale: actionTokens / states.length, value: false }), { pg: 1 });
+      summary.steps = step + 1;
+      for (const env of active) {
+        const e = summary.environments[env];
+        if (recent.get(env)!.length >= options.window && e.estimate >= options.target) {
+          e.stopped = true;
+          log(`choice stage: ${env} stops at step ${step + 1} (greedy agreement with the expert on ${(100 * e.estimate).toFixed(0)}% of its last ${options.window} episodes)`);
+        }
+      }
+      if ((step + 1) % 5 === 0 || step + 1 === options.steps) {
+        const estimates = active.map((env) => `${env} ${(100 * summary.environments[env].estimate).toFixed(0)}%`).join(', ');
+        log(`choice step ${step + 1}/${options.steps}  −log π(expert) ${loss.toFixed(3)}  agreement ${estimates}  ${((performance.now() - started) / 1000).toFixed(0)} s`);
+      }
+    }
+  } finally {
+    trainer.dispose();
+  }
+  return summary;
+}
