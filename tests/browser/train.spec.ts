@@ -138,6 +138,37 @@ test('trains in a Worker: the charts fill, pause and resume, and a reload resume
   await expect(page.getByTestId('train-log')).toContainText('from its imported adapter (LoRA r=8)');
 });
 
+test('a lost GPU device mid-run is reported, and the run resumes from its last checkpoint', async ({ page, browser }) => {
+  test.skip(!existsSync(FIXTURE_DIR), `no stories260K fixture at ${FIXTURE_DIR}`);
+  test.setTimeout(600_000);
+  await page.goto('/?model=/fixtures/stories260K/');
+  await expect(page.getByTestId('adapter')).toBeVisible();
+  await page.getByLabel('Environment', { exact: true }).selectOption('tool-use');
+  await page.getByLabel('Algorithm').selectOption('reinforce');
+  await page.getByLabel('Episodes', { exact: true }).fill('8');
+  await page.getByText('REINFORCE settings').click();
+  await page.getByLabel('episodesPerUpdate').fill('2');
+  await page.getByRole('button', { name: 'Train', exact: true }).click();
+  await expect(page.getByTestId('chart-reward')).toHaveAttribute('data-points', '1', { timeout: 300_000 });
+  // Chromium's GPU process dies, as on a driver reset: every device of the browser is lost.
+  const cdp = await browser.newBrowserCDPSession();
+  await cdp.send('Browser.crashGpuProcess');
+  await expect(page.getByTestId('train-log')).toContainText('The GPU device was lost', { timeout: 120_000 });
+  await expect(page.getByTestId('train-status')).toHaveAttribute('data-status', 'failed', { timeout: 120_000 });
+  await expect(page.getByTestId('train-error')).toContainText(/the GPU device was lost \(.+\)\. The run's last checkpoint is kept/);
+  // The page's own device (model loading, generation) is replaced as well.
+  await expect(page.getByTestId('gpu-notice')).toContainText('and a new one is ready');
+  await expect(page.getByTestId('adapter')).toBeVisible();
+  const checkpointed = await points(page, 'chart-reward');
+  await page.screenshot({ path: `${SCREENSHOTS}train-device-lost.png`, fullPage: true });
+  await page.getByRole('button', { name: 'Resume from the last checkpoint' }).click();
+  await expect(page.getByTestId('train-status')).toHaveAttribute('data-status', 'finished', { timeout: 300_000 });
+  await expect(page.getByTestId('train-status')).toContainText('8 / 8 episodes');
+  await expect(page.getByTestId('chart-reward')).toHaveAttribute('data-points', '4');
+  expect(checkpointed).toBeGreaterThanOrEqual(1);
+  await expect(page.getByTestId('train-log')).toContainText('Resumed from update');
+});
+
 test('the trajectory browser lists stored episodes, filters them, shows a transcript, and round-trips JSONL', async ({ page }) => {
   test.skip(!existsSync(FIXTURE_DIR), `no stories260K fixture at ${FIXTURE_DIR}`);
   await page.goto('/');

@@ -37,6 +37,8 @@ import type {
 let gpu: GpuContext | null = null;
 let loaded: { key: string; model: Model } | null = null;
 let controller: AbortController | null = null;
+/** Why the current device was lost, until a new one is requested: what a run that failed then is told. */
+let deviceLoss: string | null = null;
 
 /** The location, and for a picked folder its files' sizes: picking another folder of the same name loads again. */
 function modelKey(ref: ModelRef): string {
@@ -54,11 +56,13 @@ async function modelFor(ref: ModelRef, events: TrainerEvents): Promise<Model> {
   loaded = null;
   if (!gpu) {
     events.loading({ kind: 'gpu' });
+    deviceLoss = null;
     gpu = await requestGpu(navigator.gpu, {
       onLost: (reason) => {
         gpu = null;
         loaded = null;
-        events.log(`The GPU device was lost (${reason}); start the run again to resume it from its last checkpoint.`);
+        deviceLoss = reason;
+        events.log(`The GPU device was lost (${reason}); resume the run to continue from its last checkpoint on a new device.`);
       },
     });
   }
@@ -165,6 +169,13 @@ const api: TrainerApi = {
         onLog: (message) => events.log(message),
         onUpdate: (progress) => events.update(progress),
         onEpisode: (episode) => events.episode(episodeView(episode)),
+      }).catch(async (error: unknown) => {
+        // After a lost device every GPU call fails with the driver's words; say what happened instead,
+        // here and in the stored run (what the resume offer shows after a reload).
+        if (deviceLoss === null) throw error;
+        const message = `the GPU device was lost (${deviceLoss}). The run's last checkpoint is kept: resume the run to continue from it on a new device.`;
+        await store.updateRun(request.runId, { status: 'failed', note: message }).catch(() => undefined);
+        throw new Error(message);
       });
       outcome.adapter.dispose();
       return { status: outcome.status, updates: outcome.updates, episodes: outcome.episodes, resumedFrom: outcome.resumedFrom };
