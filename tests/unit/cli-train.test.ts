@@ -140,6 +140,23 @@ describe.skipIf(!existsSync(STORIES260K_DIR))('rlplay train, collect and export'
     expect(episodes.every((e) => (e as unknown as { success: boolean }).success)).toBe(true);
   });
 
+  test('quickstart runs collect, evaluate, PPO, evaluate and export, and says where everything went', async () => {
+    const out = join(root, 'quickstart');
+    const { code, stdout, stderr } = await rlplay('quickstart', '--model', STORIES260K_DIR, '--episodes', '8', '--eval-episodes', '2', '--out', out);
+    expect(code, stderr).toBe(0);
+    expect(stderr).toMatch(/1\/5 collect[\s\S]*2\/5 evaluate[\s\S]*3\/5 train: PPO, 8 episodes[\s\S]*4\/5 evaluate[\s\S]*5\/5 export/);
+    expect(stdout).toMatch(/tool-use, test split, 2 episodes each/);
+    expect(stdout).toMatch(/before\s+\d+% \[\d+%, \d+%\]/);
+    expect(stdout).toMatch(/after PPO\s+\d+% \[\d+%, \d+%\]/);
+    const report = JSON.parse(await readFile(join(out, 'report.json'), 'utf8'));
+    expect(report).toMatchObject({ env: 'tool-use', episodes: 8, adapter: join(out, 'adapter'), onnx: join(out, 'onnx-model') });
+    expect(report.before.episodes).toBe(2);
+    for (const file of ['adapter/adapter_config.json', 'adapter/adapter_model.safetensors', 'onnx-model/onnx/model.onnx', 'onnx-model/config.json', 'onnx-model/tokenizer.json', 'collected.jsonl', 'run/trajectories.jsonl']) {
+      expect(existsSync(join(out, file)), file).toBe(true);
+    }
+    expect(stdout).toContain(join(out, 'report.json'));
+  }, 600_000);
+
   test('a custom environment that does not load fails cleanly with the reason', async () => {
     const broken = join(root, 'broken-env.js');
     await writeFile(broken, 'export default { id: "broken", make() { return {}; }\n');
