@@ -1,4 +1,4 @@
-// npm run bench:engine -- [--model DIR] [--prompt-tokens N] [--new-tokens N] [--batches 1,8,32] [--repeats R] [--no-browser]
+// npm run bench:engine -- [--model DIR (default: the embedded default model, else stories260K)] [--prompt-tokens N] [--new-tokens N] [--batches 1,8,32] [--repeats R] [--no-browser]
 //
 // Prefill and decode throughput of the WGSL engine at several batch sizes, with dispatches and
 // read-backs per decode step, against the same model through transformers.js when the folder has
@@ -10,6 +10,7 @@
 import { existsSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { DEFAULT_MODEL_DIR } from '../src/cli/load.ts';
 import { requestNodeGpu } from '../src/engine/gpu/node-gpu.ts';
 import { loadModel } from '../src/engine/model.ts';
 import { openModelSource } from '../src/engine/model/source-node.ts';
@@ -17,10 +18,11 @@ import { runBrowserBench, type BrowserBenchReport } from './browser/driver.ts';
 import { benchOurs, benchTransformersJs, type BenchSettings, type Row } from './browser/measure.ts';
 
 const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const defaultModel = existsSync(join(DEFAULT_MODEL_DIR, 'config.json')) ? DEFAULT_MODEL_DIR : '../shared/fixtures/stories260K';
 const { values } = parseArgs({
   allowNegative: true,
   options: {
-    model: { type: 'string', default: '../shared/fixtures/stories260K' },
+    model: { type: 'string', default: defaultModel },
     'prompt-tokens': { type: 'string', default: '64' },
     'new-tokens': { type: 'string', default: '64' },
     batches: { type: 'string', default: '1,8,32' },

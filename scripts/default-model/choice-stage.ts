@@ -37,8 +37,8 @@ export interface ChoiceStageOptions {
 
 export interface ChoiceStageSummary {
   steps: number;
-  /** Per environment: optimiser steps it took part in, and its last estimate. */
-  environments: Record<string, { steps: number; estimate: number; stopped: boolean }>;
+  /** Per environment: episodes it was trained on, and its last estimate. */
+  environments: Record<string, { episodes: number; estimate: number; stopped: boolean }>;
 }
 
 interface LabelledState {
@@ -71,7 +71,7 @@ export async function choiceStage(model: Model, episodes: NoisyEpisode[], option
   // Each environment's episodes in a seeded order, taken in turn, round after round.
   const queues = new Map([...byEnv].map(([env, list]) => [env, { list: list.map((x) => ({ x, key: random() })).sort((a, b) => a.key - b.key).map(({ x }) => x), next: 0 }]));
   const recent = new Map([...byEnv.keys()].map((env) => [env, [] as boolean[]]));
-  const summary: ChoiceStageSummary = { steps: 0, environments: Object.fromEntries([...byEnv.keys()].map((env) => [env, { steps: 0, estimate: 0, stopped: false }])) };
+  const summary: ChoiceStageSummary = { steps: 0, environments: Object.fromEntries([...byEnv.keys()].map((env) => [env, { episodes: 0, estimate: 0, stopped: false }])) };
   const trainer = new Trainer(model.gpuModel, {
     train: 'full',
     optimizer: { schedule: { kind: 'warmup-cosine', lr: options.lr, warmupSteps: Math.min(10, Math.floor(options.steps / 4)), totalSteps: options.steps, minLrRatio: 0.1 }, weightDecay: 0.01, maxGradNorm: 1 },
@@ -100,7 +100,7 @@ export async function choiceStage(model: Model, episodes: NoisyEpisode[], option
         const window = recent.get(env)!;
         window.push(correct);
         if (window.length > options.window) window.shift();
-        summary.environments[env].steps++;
+        summary.environments[env].episodes++;
         summary.environments[env].estimate = window.filter(Boolean).length / window.length;
       }
       const items: ChoiceTrainingItem[] = states.map((s, i) => ({

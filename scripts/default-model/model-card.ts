@@ -17,6 +17,17 @@ export interface CardFacts {
 
 const pct = (x: number) => `${(100 * x).toFixed(0)}%`;
 
+/** A line for the limits when an environment's baseline is outside the 20–70% RL should start from. */
+function outsideBand(baseline: EvaluationReport[]): string {
+  const low = baseline.filter((r) => r.successRate.value < 0.2).map((r) => `${r.env} (${pct(r.successRate.value)})`);
+  const high = baseline.filter((r) => r.successRate.value > 0.7).map((r) => `${r.env} (${pct(r.successRate.value)})`);
+  const parts = [
+    ...(low.length > 0 ? [`below 20% on ${low.join(', ')}: RL there starts from rare successes and learns slowly`] : []),
+    ...(high.length > 0 ? [`above 70% on ${high.join(', ')}: little room left for RL to show`] : []),
+  ];
+  return parts.length > 0 ? `- Its baseline is outside the 20–70% it is meant to start RL from: ${parts.join('; ')}. A longer build (more data and steps on a real GPU) is the fix.\n` : '';
+}
+
 export function modelCard(f: CardFacts): string {
   const c = f.config;
   const s = f.settings;
@@ -46,7 +57,7 @@ is far from perfect: the point is to leave room for RL to show.
    and merges) trained on those transcripts; any text encodes.
 3. **Model**: Llama architecture, ${c.num_hidden_layers} layers, hidden size ${c.hidden_size}, MLP ${c.intermediate_size},
    ${c.num_attention_heads} query heads sharing ${c.num_key_value_heads} key/value heads, tied embeddings, ${c.max_position_embeddings} positions,
-   float32. Initialised at random, then trained full-parameter with rlplay's WGSL engine: ${s.epochs} epochs
+   float32. Initialised at random, then trained full-parameter with rlplay's WGSL engine: ${s.epochs} epoch${s.epochs === 1 ? '' : 's'}
    over ${f.tokens} tokens of plain transcripts (\`Observation: … / Action: …\`, each cut after the last step that fits in ${s.maxTokens} tokens), the loss on the agent's
    action tokens only, AdamW (lr ${s.lr}, warm-up then cosine, weight decay 0.01), ${s.batchSize} transcripts
    per step.
@@ -56,7 +67,7 @@ is far from perfect: the point is to leave room for RL to show.
    ${s.choice.episodesPerStep} episodes per step, AdamW (lr ${s.choice.lr}, warm-up then cosine), at most ${s.choice.steps} steps. Each
    environment stops once its greedy policy agrees with the expert over whole episodes in ${pct(s.choice.target)}
    of its last ${s.choice.window} episodes (measured before training on them), so that RL has room left:
-   ${Object.entries(f.choice.environments).map(([env, e]) => `${env} ${e.steps} steps${e.stopped ? ` (stopped at ${pct(e.estimate)})` : ` (to the end, last ${pct(e.estimate)})`}`).join(', ')}.
+   ${Object.entries(f.choice.environments).map(([env, e]) => `${env} ${e.episodes} episodes${e.stopped ? ` (stopped at ${pct(e.estimate)})` : ` (to the end, last ${pct(e.estimate)})`}`).join(', ')}.
 
 Both stages took ${(f.trainSeconds / 60).toFixed(0)} minutes on ${f.adapterName}.
 
@@ -78,7 +89,7 @@ npx rlplay train --model public/models/rlplay-agent-mini --env tool-use --algo p
 
 ## Limits
 
-- It knows only the five built-in environments' transcripts, in the plain format (no chat template);
+${outsideBand(f.baseline)}- It knows only the five built-in environments' transcripts, in the plain format (no chat template);
   it writes no other useful text.
 - Its free-text actions (text mode) are less reliable than its choices among listed actions.
 - Tiny and trained briefly on purpose: it is a starting point for RL, not a capable agent.

@@ -37,7 +37,8 @@ for (const which of ['stories260K', 'default-model'] as ExportOnnxCase[]) test(`
   if ('skipped' in result) return;
   console.log(`engine on ${result.adapterName}; model.onnx ${result.files['onnx/model.onnx']} bytes; prompt max |Δ| ${result.promptMaxDiff}, decode ${result.decodeMaxDiffs.join(', ')}, padded ${result.paddedMaxDiff}`);
 
-  expect(Object.keys(result.files).sort()).toEqual(['config.json', 'generation_config.json', 'onnx/model.onnx', 'special_tokens_map.json', 'tokenizer.json', 'tokenizer_config.json']);
+  // The source folder's config and tokenizer files (special_tokens_map.json only where it has one) and the graph.
+  expect(Object.keys(result.files)).toEqual(expect.arrayContaining(['config.json', 'generation_config.json', 'onnx/model.onnx', 'tokenizer.json', 'tokenizer_config.json']));
   expect(result.exportedFetches).toContain('onnx/model.onnx');
   expect(result.promptMaxDiff).toBeLessThanOrEqual(TOLERANCE);
   expect(result.decodeMaxDiffs).toHaveLength(4);
