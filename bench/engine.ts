@@ -3,7 +3,8 @@
 // Prefill and decode throughput of the WGSL engine at several batch sizes, with dispatches and
 // read-backs per decode step, against the same model through transformers.js when the folder has
 // onnx/model.onnx, in one run, as two tables:
-// - Node: our engine on Dawn against transformers.js on onnxruntime-node (CPU);
+// - Node: our engine on Dawn against transformers.js on onnxruntime-node with its WebGPU execution
+//   provider (the same Vulkan GPU) and on its CPU;
 // - browser (headless Chromium, unless --no-browser or no Chromium at CHROMIUM_PATH or
 //   /usr/bin/chromium): on the page's one WebGPU adapter, our engine against transformers.js with
 //   device 'webgpu' and with device 'wasm' (bench/browser/). Everything stays on 127.0.0.1.
@@ -14,7 +15,7 @@ import { DEFAULT_MODEL_DIR } from '../src/cli/load.ts';
 import { requestNodeGpu } from '../src/engine/gpu/node-gpu.ts';
 import { loadModel } from '../src/engine/model.ts';
 import { openModelSource } from '../src/engine/model/source-node.ts';
-import { runBrowserBench, type BrowserBenchReport } from './browser/driver.ts';
+import type { BrowserBenchReport } from './browser/driver.ts';
 import { benchOurs, benchTransformersJs, type BenchSettings, type Row } from './browser/measure.ts';
 
 const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -41,16 +42,24 @@ const onnxFile = join(modelDir, 'onnx', 'model.onnx');
 const hasOnnx = existsSync(onnxFile);
 if (values.browser && !existsSync(chromiumPath)) throw new Error(`--browser: no Chromium at ${chromiumPath} (set CHROMIUM_PATH)`);
 
-async function benchTransformersJsNode(shape: { vocab: number; bos: number }): Promise<Row[] | null> {
-  if (!hasOnnx) return null;
+/**
+ * transformers.js in Node on onnxruntime-node, with `device` 'webgpu' (its WebGPU execution
+ * provider: Dawn of its own on the same Vulkan GPU as ours) or 'cpu'. A device that fails to load
+ * is reported and skipped, so one missing provider does not lose the other figures.
+ */
+async function benchTransformersJsNode(device: 'webgpu' | 'cpu', shape: { vocab: number; bos: number }): Promise<Row[] | string> {
   const { AutoModelForCausalLM, Tensor, env } = await import('@huggingface/transformers');
   env.allowRemoteModels = false;
   env.localModelPath = dirname(modelDir) + '/';
-  const model = await AutoModelForCausalLM.from_pretrained(basename(modelDir), { dtype: 'fp32' });
   try {
-    return await benchTransformersJs(model, Tensor, shape, settings);
-  } finally {
-    await model.dispose();
+    const model = await AutoModelForCausalLM.from_pretrained(basename(modelDir), { dtype: 'fp32', device });
+    try {
+      return await benchTransformersJs(model, Tensor, shape, settings);
+    } finally {
+      await model.dispose();
+    }
+  } catch (error) {
+    return (error as Error).message;
   }
 }
 
@@ -64,18 +73,26 @@ function printTable(header: string[], table: string[][]): void {
   for (const row of table) console.log(line(row));
 }
 
-function printNode(ours: Row[], theirs: Row[] | null): void {
+function printNode(ours: Row[], theirs: { webgpu: Row[] | string; cpu: Row[] | string } | null): void {
   const header = ['batch', 'prefill tok/s', 'decode tok/s', 'dispatches/step', 'readbacks/step'];
-  if (theirs) header.push('tjs prefill tok/s', 'tjs decode tok/s', 'prefill ratio', 'decode ratio');
+  const devices = ['webgpu', 'cpu'] as const;
+  if (theirs) for (const d of devices) header.push(`tjs ${d} prefill`, `tjs ${d} decode`, `prefill / tjs ${d}`, `decode / tjs ${d}`);
   const table = ours.map((row) => {
     const cells = [String(row.batch), fmt(row.prefill), fmt(row.decode), String(row.dispatches), String(row.readbacks)];
-    const other = theirs?.find((r) => r.batch === row.batch);
-    if (theirs) cells.push(fmt(other?.prefill), fmt(other?.decode), ratio(row.prefill, other?.prefill), ratio(row.decode, other?.decode));
+    for (const d of theirs ? devices : []) {
+      const rows = theirs![d];
+      const other = typeof rows === 'string' ? undefined : rows.find((r) => r.batch === row.batch);
+      cells.push(fmt(other?.prefill), fmt(other?.decode), ratio(row.prefill, other?.prefill), ratio(row.decode, other?.decode));
+    }
     return cells;
   });
   printTable(header, table);
-  if (theirs) console.log('ratios: rlplay WGSL engine / transformers.js (onnxruntime-node, CPU) on the same model; > 1 means rlplay is faster');
-  else console.log(`no ${onnxFile}: transformers.js comparison skipped`);
+  if (!theirs) {
+    console.log(`no ${onnxFile}: transformers.js comparison skipped`);
+    return;
+  }
+  for (const d of devices) if (typeof theirs[d] === 'string') console.log(`transformers.js device '${d}' FAILED: ${theirs[d]}`);
+  console.log('ratios: rlplay WGSL engine / transformers.js (onnxruntime-node; webgpu = its WebGPU execution provider on the same GPU); > 1 means rlplay is faster. Target: decode / tjs webgpu >= 2x');
 }
 
 function printBrowser(report: BrowserBenchReport): void {
@@ -107,13 +124,15 @@ const model = await loadModel(gpu, openModelSource(modelDir));
 const shape = { vocab: model.config.vocabSize, bos: model.config.bosTokenId ?? 1 };
 console.log(`model ${modelDir}: ${model.config.architecture}, ${model.config.numLayers} layers, hidden ${model.config.hiddenSize}, vocabulary ${model.config.vocabSize}`);
 console.log(`prompt ${settings.promptTokens} tokens, ${settings.newTokens} new tokens, greedy, best of ${settings.repeats}; tok/s summed over the batch`);
-console.log(`\nNode: WebGPU adapter ${gpu.adapterName} (Dawn); transformers.js on onnxruntime-node (CPU)`);
+console.log(`\nNode: WebGPU adapter ${gpu.adapterName} (Dawn); transformers.js on onnxruntime-node, WebGPU and CPU`);
 const ours = await benchOurs(model, settings);
 model.dispose();
 gpu.device.destroy();
-printNode(ours, await benchTransformersJsNode(shape));
+printNode(ours, hasOnnx ? { webgpu: await benchTransformersJsNode('webgpu', shape), cpu: await benchTransformersJsNode('cpu', shape) } : null);
 
 if (values.browser) {
+  // Loaded only here: the Node part runs without Playwright (e.g. on a GPU machine with no Chromium).
+  const { runBrowserBench } = await import('./browser/driver.ts');
   const report = await runBrowserBench(modelDir, chromiumPath, { onnx: hasOnnx, shape, settings });
   printBrowser(report);
   process.exit(report.offHost.length > 0 || report.runs.some((run) => run.error) ? 1 : 0);

@@ -24,6 +24,8 @@ import type { NoisyEpisode } from './corpus.ts';
 export interface ChoiceStageOptions {
   /** Most optimiser steps. */
   steps: number;
+  /** A wall-clock budget: the stage ends after the step that passes it (Infinity: none). */
+  maxSeconds: number;
   episodesPerStep: number;
   lr: number;
   /** Estimated greedy success at which an environment stops training. */
@@ -37,6 +39,8 @@ export interface ChoiceStageOptions {
 
 export interface ChoiceStageSummary {
   steps: number;
+  /** The time budget ended the stage before its steps did. */
+  outOfTime: boolean;
   /** Per environment: episodes it was trained on, and its last estimate. */
   environments: Record<string, { episodes: number; estimate: number; stopped: boolean }>;
 }
@@ -71,7 +75,7 @@ export async function choiceStage(model: Model, episodes: NoisyEpisode[], option
   // Each environment's episodes in a seeded order, taken in turn, round after round.
   const queues = new Map([...byEnv].map(([env, list]) => [env, { list: list.map((x) => ({ x, key: random() })).sort((a, b) => a.key - b.key).map(({ x }) => x), next: 0 }]));
   const recent = new Map([...byEnv.keys()].map((env) => [env, [] as boolean[]]));
-  const summary: ChoiceStageSummary = { steps: 0, environments: Object.fromEntries([...byEnv.keys()].map((env) => [env, { episodes: 0, estimate: 0, stopped: false }])) };
+  const summary: ChoiceStageSummary = { steps: 0, outOfTime: false, environments: Object.fromEntries([...byEnv.keys()].map((env) => [env, { episodes: 0, estimate: 0, stopped: false }])) };
   const trainer = new Trainer(model.gpuModel, {
     train: 'full',
     optimizer: { schedule: { kind: 'warmup-cosine', lr: options.lr, warmupSteps: Math.min(10, Math.floor(options.steps / 4)), totalSteps: options.steps, minLrRatio: 0.1 }, weightDecay: 0.01, maxGradNorm: 1 },
@@ -124,6 +128,11 @@ export async function choiceStage(model: Model, episodes: NoisyEpisode[], option
       if ((step + 1) % 5 === 0 || step + 1 === options.steps) {
         const estimates = active.map((env) => `${env} ${(100 * summary.environments[env].estimate).toFixed(0)}%`).join(', ');
         log(`choice step ${step + 1}/${options.steps}  −log π(expert) ${loss.toFixed(3)}  agreement ${estimates}  ${((performance.now() - started) / 1000).toFixed(0)} s`);
+      }
+      if ((performance.now() - started) / 1000 > options.maxSeconds && step + 1 < options.steps) {
+        summary.outOfTime = true;
+        log(`choice stage: its time budget of ${options.maxSeconds} s ends it at step ${step + 1}`);
+        break;
       }
     }
   } finally {

@@ -1,5 +1,5 @@
 // npm run model:default -- [--seed S] [--out DIR] [--episodes ENV=N,...] [--difficulties 1,2,3] [--noise P] [--epochs E]
-//                           [--choice-steps N] [--choice-target P] [--eval-episodes M]
+//                           [--choice-steps N] [--choice-minutes T] [--choice-target P] [--eval-episodes M]
 //
 // Makes rlplay's embedded default model from nothing, deterministically from a seed:
 //   1. episodes of the five built-in environments played by their scripted experts with noise;
@@ -47,6 +47,8 @@ const { values } = parseArgs({
     noise: { type: 'string', default: '0.3' },
     epochs: { type: 'string', default: '1' },
     'choice-steps': { type: 'string', default: '60' },
+    // A budget for machines where each choice step is slow; none by default.
+    'choice-minutes': { type: 'string', default: 'Infinity' },
     'choice-episodes': { type: 'string', default: '6' },
     'choice-lr': { type: 'string', default: '2e-3' },
     // The middle of the 20–70% the model should start RL from; the estimate is greedy agreement with
@@ -75,6 +77,7 @@ const settings = {
   lr: Number(values.lr),
   choice: {
     steps: Number(values['choice-steps']),
+    maxSeconds: 60 * Number(values['choice-minutes']),
     episodesPerStep: Number(values['choice-episodes']),
     lr: Number(values['choice-lr']),
     target: Number(values['choice-target']),

@@ -4,7 +4,7 @@ import type { EvaluationReport } from '../../src/rl/evaluate.ts';
 import type { ChoiceStageSummary } from './choice-stage.ts';
 
 export interface CardFacts {
-  settings: { seed: number; episodesPerEnv: Record<string, number>; difficulties: number[]; maxTokens: number; noise: number; epochs: number; vocabSize: number; evalEpisodes: number; batchSize: number; lr: number; choice: { steps: number; episodesPerStep: number; lr: number; target: number; window: number } };
+  settings: { seed: number; episodesPerEnv: Record<string, number>; difficulties: number[]; maxTokens: number; noise: number; epochs: number; vocabSize: number; evalEpisodes: number; batchSize: number; lr: number; choice: { steps: number; maxSeconds: number; episodesPerStep: number; lr: number; target: number; window: number } };
   config: { hidden_size: number; intermediate_size: number; num_hidden_layers: number; num_attention_heads: number; num_key_value_heads: number; vocab_size: number; max_position_embeddings: number };
   parameters: number;
   tokens: number;
@@ -67,7 +67,7 @@ is far from perfect: the point is to leave room for RL to show.
    ${s.choice.episodesPerStep} episodes per step, AdamW (lr ${s.choice.lr}, warm-up then cosine), at most ${s.choice.steps} steps. Each
    environment stops once its greedy policy agrees with the expert over whole episodes in ${pct(s.choice.target)}
    of its last ${s.choice.window} episodes (measured before training on them), so that RL has room left:
-   ${Object.entries(f.choice.environments).map(([env, e]) => `${env} ${e.episodes} episodes${e.stopped ? ` (stopped at ${pct(e.estimate)})` : ` (to the end, last ${pct(e.estimate)})`}`).join(', ')}.
+   ${Object.entries(f.choice.environments).map(([env, e]) => `${env} ${e.episodes} episodes${e.stopped ? ` (stopped at ${pct(e.estimate)})` : ` (to the end, last ${pct(e.estimate)})`}`).join(', ')}${f.choice.outOfTime ? `; its time budget of ${s.choice.maxSeconds / 60} minutes ended it after ${f.choice.steps} steps` : ''}.
 
 Both stages took ${(f.trainSeconds / 60).toFixed(0)} minutes on ${f.adapterName}.
 
