@@ -84,6 +84,7 @@ const settings = {
     window: 12,
   },
 };
+if (!(settings.choice.maxSeconds > 0)) throw new Error(`--choice-minutes ${values['choice-minutes']}: give a number of minutes above 0, e.g. --choice-minutes 5 (or leave it out for no limit)`);
 const log = (message: string) => process.stderr.write(`${message}\n`);
 
 // 1. Data.
