@@ -35,6 +35,8 @@ export interface ChoiceStep extends PolicyStep {
   /** log π(b|s) of every valid action when the step was played. */
   logProbs: number[];
   chosen: number;
+  /** The revision of the policy's adapter that played the step (none without an adapter). */
+  adapterRevision?: number;
 }
 
 export interface ChoicePolicyOptions extends PolicyOptions {
@@ -166,6 +168,7 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
         const states = fitting.map((s) => ({ ...s!, context: [...s!.l.transcript.ids] }));
         if (states.length === 0) break;
         // 2. One batched scoring of every state's candidates (and of the reference, when asked).
+        const adapterRevision = this.options.adapter?.parameters.revision;
         const scored = await this.scoreStates(states, this.options.adapter, value !== undefined || options.choose !== undefined);
         const picked = options.choose?.(states, scored);
         const reference = options.reference ? await this.scoreStates(states, null) : undefined;
@@ -201,6 +204,7 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
                 actions,
                 actionTokens,
                 logProbs,
+                ...(adapterRevision !== undefined ? { adapterRevision } : {}),
                 chosen,
               };
               l.episode.steps.push(step);
@@ -245,8 +249,11 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
     const entropyWeight = loss.entropy ?? 0;
     const klWeight = loss.kl ?? 0;
     const valueWeight = loss.value ?? 0;
-    // The current policy over every item's candidates: PPO's later epochs differ from the behaviour policy.
-    const current = await this.scoreStates(items.map((item) => item.step));
+    // The current policy over every item's candidates: what the steps recorded while the adapter has not
+    // changed since they were played (A2C, REINFORCE, GRPO, PPO's first minibatch), scored anew otherwise.
+    const revision = this.options.adapter?.parameters.revision;
+    const unchanged = revision !== undefined && items.every(({ step }) => step.adapterRevision === revision);
+    const current = unchanged ? items.map(({ step }) => ({ logProbs: step.logProbs })) : await this.scoreStates(items.map((item) => item.step));
     let approxKl = 0;
     let clipped = 0;
     let entropy = 0;

@@ -184,6 +184,41 @@ describe('ChoicePolicy.update on tree-structured sequences', () => {
     }
   }, 120_000);
 
+  test('scores the candidates anew only once the adapter has changed since the steps were played', async () => {
+    const model = await tinyModel();
+    const adapter = randomAdapter(model, 9);
+    const policy = new ChoicePolicy(model, { env: counter, reset: {}, format: 'plain', adapter, microBatch: 3, lengthNormalize: true });
+    const trainer = new Trainer(model.gpuModel, { train: adapter, optimizer: { schedule: { kind: 'constant', lr: 1e-2 } } });
+    const episodes = await policy.play([{ seed: 1 }, { seed: 2 }]);
+    const items: UpdateItem<ChoiceStep>[] = episodes.flatMap((e) => e.steps.map((step, t) => ({ step: step as ChoiceStep, advantage: t % 2 ? 1 : -1 })));
+    // what the steps recorded is the policy as it is until the adapter changes
+    const rescored = await policy.scoreStates(items.map((item) => item.step));
+    items.forEach(({ step }, i) => assertClose(step.logProbs, rescored[i].logProbs, `step ${i}: recorded log π`, 1e-5, 1e-4));
+    const scoreContinuations = model.scoreContinuations.bind(model);
+    let scorings = 0;
+    model.scoreContinuations = (...args) => {
+      scorings++;
+      return scoreContinuations(...args);
+    };
+    try {
+      const first = await policy.update(trainer, items, { objective: 'ppo' });
+      expect(scorings).toBe(0);
+      expect(first.approxKl).toBe(0);
+      const second = await policy.update(trainer, items, { objective: 'ppo' });
+      expect(scorings).toBe(1);
+      expect(second.approxKl).toBeGreaterThan(0);
+      // a write to the adapter is a change too
+      const before = adapter.parameters.revision;
+      const name = adapter.parameters.names()[0];
+      adapter.parameters.write(name, (await adapter.parameters.read()).get(name)!);
+      expect(adapter.parameters.revision).not.toBe(before);
+    } finally {
+      model.scoreContinuations = scoreContinuations;
+      trainer.dispose();
+      adapter.dispose();
+    }
+  }, 60_000);
+
   test('chains follow prefixes, not the order or the episode of the items, and respect the micro-batch budget', () => {
     const step = (context: number[], actionTokens: number[][], chosen: number): ChoiceTrainingItem => ({ step: { context, actionTokens, chosen }, g: actionTokens.map((_, b) => b + 1), target: 0.5, oldValue: 0 });
     const s0 = step([1, 10, 11], [[20], [21, 22], []], 1);

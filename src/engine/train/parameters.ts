@@ -24,6 +24,8 @@ function paddedFloats(count: number): number {
   return Math.ceil(count / ALIGN_FLOATS) * ALIGN_FLOATS;
 }
 
+let nextRevision = 1;
+
 export class ParameterSet {
   /** Floats each flat buffer of a set of these tensors holds, padding included (to check limits before allocating). */
   static sizeFor(tensors: { rows: number; cols: number }[]): number {
@@ -36,6 +38,7 @@ export class ParameterSet {
   /** Floats in each flat buffer, padding included. */
   readonly size: number;
   private readonly views = new Map<string, ParameterView>();
+  private changes = nextRevision++;
 
   constructor(
     private readonly device: GPUDevice,
@@ -72,6 +75,19 @@ export class ParameterSet {
     return [...this.views.keys()];
   }
 
+  /**
+   * A stamp of the values, new at every change (writes and optimiser steps) and unique across sets: what
+   * was computed with the set at one revision holds for as long as the revision stays the same.
+   */
+  get revision(): number {
+    return this.changes;
+  }
+
+  /** Records a change made on the GPU (an optimiser step). */
+  markChanged(): void {
+    this.changes = nextRevision++;
+  }
+
   /** Every tensor's current values, read back in one copy. */
   async read(): Promise<Map<string, Float32Array>> {
     return this.readFrom(this.params);
@@ -91,6 +107,7 @@ export class ParameterSet {
     const v = this.view(name);
     if (data.length !== v.rows * v.cols) throw new RangeError(`${name}: ${data.length} values for [${v.rows}, ${v.cols}]`);
     this.device.queue.writeBuffer(this.params, v.offset * 4, data.buffer, data.byteOffset, data.byteLength);
+    this.changes = nextRevision++;
   }
 
   zeroGrads(encoder: GPUCommandEncoder): void {

@@ -169,6 +169,7 @@ export class Trainer {
     const encoder = device.createCommandEncoder();
     encodeDispatches(encoder, [...this.adapterOptimizer.dispatches(), ...this.valueOptimizer.dispatches()]);
     device.queue.submit([encoder.finish()]);
+    this.parameters.markChanged();
 
     const bytes = await readBuffers(device, [
       { buffer: this.adapterOptimizer.gradNormBuffer, bytes: GRAD_NORM_BYTES },
