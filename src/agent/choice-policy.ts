@@ -42,6 +42,8 @@ export interface ChoiceStep extends PolicyStep {
 export interface ChoicePolicyOptions extends PolicyOptions {
   /** Score actions by their mean token log-prob instead of the sum (long actions are not penalised). */
   lengthNormalize: boolean;
+  /** π(b|s) = softmax(score / τ) over the valid actions (default 1): below 1 the policy is sharper, closer to its greedy pick. */
+  temperature?: number;
 }
 
 /** A state's policy, and with `hidden` the final hidden states the value head reads. */
@@ -81,7 +83,7 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
       { adapter, hidden },
     );
     return scores.map((score, i) => ({
-      logProbs: actionLogProbs([score.sums], [states[i].actionTokens.map((t) => t.length)], { lengthNormalize: this.options.lengthNormalize })[0],
+      logProbs: actionLogProbs([score.sums], [states[i].actionTokens.map((t) => t.length)], { lengthNormalize: this.options.lengthNormalize, temperature: this.options.temperature })[0],
       tokenLogprobs: score.tokenLogprobs,
       ...(hidden ? { hidden: score.promptHidden, candidateHidden: score.continuationHidden } : {}),
     }));
@@ -286,10 +288,11 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
       return { step, g, target: item.return ?? 0, oldValue: step.value ?? 0 };
     });
     // The trainer averages over action tokens (each candidate's tokens count once, as in one sequence per
-    // candidate); scale so that the loss is the mean over items instead.
+    // candidate); scale so that the loss is the mean over items instead. g is the gradient with respect to the
+    // softmax's inputs, score / τ: the scores' own gradient is g / τ.
     const actionTokens = items.reduce((n, { step }) => n + step.actionTokens.reduce((m, t) => m + t.length, 0), 0);
     const scale = actionTokens / items.length;
-    const batches = choiceTrainingBatches(perItem, { lengthNormalize, microBatch, scale, value: valueWeight > 0 });
+    const batches = choiceTrainingBatches(perItem, { lengthNormalize, microBatch, scale: scale / (this.options.temperature ?? 1), value: valueWeight > 0 });
     const metrics = await trainer.step(batches, { pg: 1, value: valueWeight * scale, valueClip: loss.valueClip ?? 0 });
     return { ...metrics, approxKl: approxKl / items.length, clipFraction: clipped / items.length, entropy: entropy / items.length, logProb: logProb / items.length };
   }

@@ -8,13 +8,13 @@ export interface PolicySettings extends PolicyOptions {
   mode: PolicyMode;
   /** Choice mode: score actions by their mean token log-prob instead of the sum. */
   lengthNormalize: boolean;
-  /** Text mode: sampling temperature, and the longest action in tokens. */
+  /** Sampling temperature (choice mode: τ of the softmax over the actions' scores); text mode: the longest action in tokens. */
   temperature: number;
   maxActionTokens: number;
 }
 
 export function makePolicy(model: Model, { mode, lengthNormalize, temperature, maxActionTokens, ...options }: PolicySettings): Policy {
   return mode === 'choice'
-    ? new ChoicePolicy(model, { ...options, lengthNormalize })
+    ? new ChoicePolicy(model, { ...options, lengthNormalize, temperature })
     : new TextPolicy(model, { ...options, sampling: { temperature }, maxActionTokens });
 }

@@ -24,7 +24,7 @@ export function addAgentOptions(command: Command): Command {
     .addOption(new Option('--mode <mode>', 'choice: a softmax over the listed valid actions; text: the model writes its actions').choices(['choice', 'text']).default('choice'))
     .option('--difficulty <d>', 'difficulty level of the instances, 1-3', parseWholeNumber, 1)
     .option('--sum', 'choice mode: score actions by summed token log-probs (default: their mean, which does not penalise long actions)')
-    .option('--temperature <t>', 'text mode: sampling temperature', parseNumber, 1)
+    .option('--temperature <t>', 'sampling temperature (choice mode: τ of the softmax over the valid actions; below 1 sharper)', parseNumber, 1)
     .option('--max-action-tokens <n>', 'text mode: the longest action, in tokens', parseWholeNumber, 32)
     .option('--step-timeout <ms>', "a custom environment's time limit per call (the episode ends with an error past it)", parseWholeNumber, 5000);
 }

@@ -2,7 +2,8 @@
 //
 //   score      s_a = Σ_tokens log p(token)            (summed)
 //              s_a = Σ_tokens log p(token) / n_a      (length-normalised: long actions not penalised)
-//   policy     log π(a|s) = s_a − logsumexp_b s_b     (computed as s_a − m − log Σ_b exp(s_b − m), m = max_b s_b)
+//   policy     log π(a|s) = s_a/τ − logsumexp_b s_b/τ  (computed as x_a − m − log Σ_b exp(x_b − m), x = s/τ, m = max_b x_b)
+//              with temperature τ (default 1): τ < 1 sharpens π towards the greedy pick, τ > 1 flattens it
 //   entropy    H(π) = −Σ_a π(a) log π(a)
 //   sampling   the first a with u < Σ_{b ≤ a} π(b), u uniform in [0, 1)
 //
@@ -12,6 +13,8 @@
 export interface ActionPolicyOptions {
   /** Divide each action's summed token log-prob by its token count before the softmax. */
   lengthNormalize: boolean;
+  /** τ of the softmax over the scores (default 1). */
+  temperature?: number;
 }
 
 /** log π(a|s) from scores, stably; −Infinity (padding) stays −Infinity. */
@@ -31,13 +34,15 @@ export function logSoftmax(scores: readonly number[]): number[] {
 /** Per state, log π(a|s) from each action's summed token log-probs and token counts. */
 export function actionLogProbs(summedLogprobs: readonly (readonly number[])[], tokenCounts: readonly (readonly number[])[], options: ActionPolicyOptions): number[][] {
   if (tokenCounts.length !== summedLogprobs.length) throw new RangeError(`actionLogProbs: ${summedLogprobs.length} states of log-probs but ${tokenCounts.length} of token counts`);
+  const temperature = options.temperature ?? 1;
+  if (!(temperature > 0 && Number.isFinite(temperature))) throw new RangeError(`actionLogProbs: temperature must be a positive number, got ${temperature}`);
   return summedLogprobs.map((row, s) => {
     if (tokenCounts[s].length !== row.length) throw new RangeError(`actionLogProbs: state ${s} has ${row.length} log-probs but ${tokenCounts[s].length} token counts`);
     const scores = row.map((logp, a) => {
-      if (logp === -Infinity || !options.lengthNormalize) return logp;
+      if (logp === -Infinity || !options.lengthNormalize) return logp / temperature;
       const n = tokenCounts[s][a];
       if (!Number.isInteger(n) || n < 1) throw new RangeError(`actionLogProbs: action ${a} of state ${s} has token count ${n}; a real action has at least one token`);
-      return logp / n;
+      return logp / n / temperature;
     });
     return logSoftmax(scores);
   });

@@ -219,6 +219,42 @@ describe('ChoicePolicy.update on tree-structured sequences', () => {
     }
   }, 60_000);
 
+  test('with a temperature τ, the gradient is that of −mean A log π_τ(a|s) (central differences)', async () => {
+    const model = await tinyModel();
+    const adapter = randomAdapter(model, 13);
+    const policy = new ChoicePolicy(model, { env: counter, reset: {}, format: 'plain', adapter, microBatch: 3, lengthNormalize: true, temperature: 0.4 });
+    const trainer = new Trainer(model.gpuModel, { train: adapter, optimizer: { schedule: { kind: 'constant', lr: 1e-2 }, maxGradNorm: 0 } });
+    try {
+      const episodes = await policy.play([{ seed: 1 }, { seed: 2 }]);
+      const items: UpdateItem<ChoiceStep>[] = episodes.flatMap((e) => e.steps.map((step, t) => ({ step: step as ChoiceStep, advantage: t % 2 ? 0.7 : -1.3 })));
+      const objective = async () => {
+        const scored = await policy.scoreStates(items.map((item) => item.step));
+        return -items.reduce((sum, { step, advantage }, i) => sum + advantage * scored[i].logProbs[step.chosen], 0) / items.length;
+      };
+      const start = await adapter.parameters.read();
+      await policy.update(trainer, items, { objective: 'pg' });
+      const grads = await adapter.parameters.readGrads();
+      // the three largest gradient entries, each against (L(θ + ε) − L(θ − ε)) / 2ε at the starting point
+      const largest = [...grads].flatMap(([name, g]) => [...g].map((value, k) => ({ name, k, value }))).sort((a, b) => Math.abs(b.value) - Math.abs(a.value)).slice(0, 3);
+      expect(Math.abs(largest[0].value)).toBeGreaterThan(1e-3);
+      const eps = 1e-2;
+      for (const { name, k, value } of largest) {
+        const at = async (delta: number) => {
+          for (const [n, v] of start) adapter.parameters.write(n, v);
+          const moved = start.get(name)!.slice();
+          moved[k] += delta;
+          adapter.parameters.write(name, moved);
+          return objective();
+        };
+        const numeric = ((await at(eps)) - (await at(-eps))) / (2 * eps);
+        assertClose([value], [numeric], `∂L/∂${name}[${k}]`, 2e-3, 3e-2);
+      }
+    } finally {
+      trainer.dispose();
+      adapter.dispose();
+    }
+  }, 60_000);
+
   test('chains follow prefixes, not the order or the episode of the items, and respect the micro-batch budget', () => {
     const step = (context: number[], actionTokens: number[][], chosen: number): ChoiceTrainingItem => ({ step: { context, actionTokens, chosen }, g: actionTokens.map((_, b) => b + 1), target: 0.5, oldValue: 0 });
     const s0 = step([1, 10, 11], [[20], [21, 22], []], 1);

@@ -52,6 +52,14 @@ describe('actionLogProbs', () => {
     close(s0, [LN_HALF, LN_HALF, -Infinity]);
     close(s1, [LN_QUARTER, LN_THREE_QUARTERS, -Infinity]);
   });
+  test('temperature τ divides the scores: ½ turns odds of 3 into 9, 2 halves a gap of 2 nats', () => {
+    const [, sharp] = actionLogProbs(summed, counts, { lengthNormalize: true, temperature: 0.5 });
+    close(sharp, [Math.log(0.1), Math.log(0.9), -Infinity]);
+    // state 0 summed at τ = 2: scores −1 and −2, p = σ(1) = 0.7310585786 → logs −0.3132616875, −1.3132616875
+    const [flat] = actionLogProbs(summed, counts, { lengthNormalize: false, temperature: 2 });
+    close(flat, [-0.3132616875, -1.3132616875, -Infinity]);
+    for (const temperature of [0, -1, NaN, Infinity]) expect(() => actionLogProbs(summed, counts, { lengthNormalize: true, temperature })).toThrow(/temperature must be a positive number/);
+  });
   test('shape errors and a real action without tokens', () => {
     expect(() => actionLogProbs(summed, [counts[0]], { lengthNormalize: true })).toThrow(/2 states/);
     expect(() => actionLogProbs([[-1, -2]], [[1]], { lengthNormalize: true })).toThrow(/2 log-probs but 1 token counts/);
