@@ -8,8 +8,9 @@ export interface PolicySettings extends PolicyOptions {
   mode: PolicyMode;
   /** Choice mode: score actions by their mean token log-prob instead of the sum. */
   lengthNormalize: boolean;
-  /** Sampling temperature (choice mode: τ of the softmax over the actions' scores); text mode: the longest action in tokens. */
+  /** Sampling temperature; in choice mode τ of the softmax over the actions' scores. */
   temperature: number;
+  /** Text mode: the longest action in tokens. */
   maxActionTokens: number;
 }
 

@@ -38,7 +38,7 @@ export class ParameterSet {
   /** Floats in each flat buffer, padding included. */
   readonly size: number;
   private readonly views = new Map<string, ParameterView>();
-  private changes = nextRevision++;
+  private stamp = nextRevision++;
 
   constructor(
     private readonly device: GPUDevice,
@@ -80,12 +80,12 @@ export class ParameterSet {
    * was computed with the set at one revision holds for as long as the revision stays the same.
    */
   get revision(): number {
-    return this.changes;
+    return this.stamp;
   }
 
   /** Records a change made on the GPU (an optimiser step). */
   markChanged(): void {
-    this.changes = nextRevision++;
+    this.stamp = nextRevision++;
   }
 
   /** Every tensor's current values, read back in one copy. */
@@ -107,7 +107,7 @@ export class ParameterSet {
     const v = this.view(name);
     if (data.length !== v.rows * v.cols) throw new RangeError(`${name}: ${data.length} values for [${v.rows}, ${v.cols}]`);
     this.device.queue.writeBuffer(this.params, v.offset * 4, data.buffer, data.byteOffset, data.byteLength);
-    this.changes = nextRevision++;
+    this.stamp = nextRevision++;
   }
 
   zeroGrads(encoder: GPUCommandEncoder): void {
