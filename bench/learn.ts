@@ -3,7 +3,8 @@
 // Does RL learn? For each built-in environment and algorithm, in action-level (choice) mode: the
 // test-split success of the greedy policy before training (the base model, measured once per
 // environment) and after N training episodes, with the change in percentage points, and the
-// training speed in episodes per second. One table at the end; one line per cell as it finishes.
+// training speed in episodes per second. One table at the end; one line per cell as it finishes, and
+// while a cell trains, a progress line every tenth of its episodes (training success over that tenth).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -63,7 +64,19 @@ try {
     const before = await testSuccess(env, null);
     for (const algo of algos) {
       const started = performance.now();
-      const outcome = await trainRun(model, env, new FileTrajectoryStore(root), `${envId}-${algo}`, baseConfig(envId, algo));
+      const tenth = Math.max(1, Math.round(episodes / 10));
+      let reported = 0;
+      const successes: number[] = [];
+      const outcome = await trainRun(model, env, new FileTrajectoryStore(root), `${envId}-${algo}`, baseConfig(envId, algo), {
+        onUpdate: ({ episodes: done, metrics }) => {
+          successes.push(metrics['charts/success_rate']);
+          if (done - reported < tenth && done < episodes) return;
+          const elapsed = (performance.now() - started) / 1000;
+          console.log(`  ${envId} ${algo}: ${done}/${episodes} episodes, training success ${pct(successes.reduce((a, b) => a + b, 0) / successes.length)} over the last ${done - reported}, ${(done / elapsed).toFixed(2)} episodes/s`);
+          reported = done;
+          successes.length = 0;
+        },
+      });
       const seconds = (performance.now() - started) / 1000;
       const after = await testSuccess(env, outcome.adapter);
       outcome.adapter.dispose();
