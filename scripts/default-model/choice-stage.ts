@@ -22,8 +22,10 @@ import { actionLogProbs } from '../../src/rl/action-policy.ts';
 import type { NoisyEpisode } from './corpus.ts';
 
 export interface ChoiceStageOptions {
-  /** Most optimiser steps. */
+  /** Most optimiser steps; the learning-rate schedule spans them. */
   steps: number;
+  /** Ends the stage after this many steps, the schedule unchanged: how a build that its time budget cut short is made again exactly. */
+  stopAfter: number;
   /** A wall-clock budget: the stage ends after the step that passes it (Infinity: none). */
   maxSeconds: number;
   episodesPerStep: number;
@@ -39,8 +41,8 @@ export interface ChoiceStageOptions {
 
 export interface ChoiceStageSummary {
   steps: number;
-  /** The time budget ended the stage before its steps did. */
-  outOfTime: boolean;
+  /** What ended the stage before its steps did: its time budget or --choice-stop-after; null if nothing did. */
+  cutShortBy: 'time budget' | 'stop-after' | null;
   /** Per environment: episodes it was trained on, and its last estimate. */
   environments: Record<string, { episodes: number; estimate: number; stopped: boolean }>;
 }
@@ -75,7 +77,7 @@ export async function choiceStage(model: Model, episodes: NoisyEpisode[], option
   // Each environment's episodes in a seeded order, taken in turn, round after round.
   const queues = new Map([...byEnv].map(([env, list]) => [env, { list: list.map((x) => ({ x, key: random() })).sort((a, b) => a.key - b.key).map(({ x }) => x), next: 0 }]));
   const recent = new Map([...byEnv.keys()].map((env) => [env, [] as boolean[]]));
-  const summary: ChoiceStageSummary = { steps: 0, outOfTime: false, environments: Object.fromEntries([...byEnv.keys()].map((env) => [env, { episodes: 0, estimate: 0, stopped: false }])) };
+  const summary: ChoiceStageSummary = { steps: 0, cutShortBy: null, environments: Object.fromEntries([...byEnv.keys()].map((env) => [env, { episodes: 0, estimate: 0, stopped: false }])) };
   const trainer = new Trainer(model.gpuModel, {
     train: 'full',
     optimizer: { schedule: { kind: 'warmup-cosine', lr: options.lr, warmupSteps: Math.min(10, Math.floor(options.steps / 4)), totalSteps: options.steps, minLrRatio: 0.1 }, weightDecay: 0.01, maxGradNorm: 1 },
@@ -129,8 +131,13 @@ export async function choiceStage(model: Model, episodes: NoisyEpisode[], option
         const estimates = active.map((env) => `${env} ${(100 * summary.environments[env].estimate).toFixed(0)}%`).join(', ');
         log(`choice step ${step + 1}/${options.steps}  −log π(expert) ${loss.toFixed(3)}  agreement ${estimates}  ${((performance.now() - started) / 1000).toFixed(0)} s`);
       }
+      if (step + 1 < options.steps && step + 1 >= options.stopAfter) {
+        summary.cutShortBy = 'stop-after';
+        log(`choice stage: ends at step ${step + 1} (--choice-stop-after)`);
+        break;
+      }
       if ((performance.now() - started) / 1000 > options.maxSeconds && step + 1 < options.steps) {
-        summary.outOfTime = true;
+        summary.cutShortBy = 'time budget';
         log(`choice stage: its time budget of ${options.maxSeconds} s ends it at step ${step + 1}`);
         break;
       }

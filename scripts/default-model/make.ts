@@ -1,5 +1,6 @@
 // npm run model:default -- [--seed S] [--out DIR] [--episodes ENV=N,...] [--difficulties 1,2,3] [--noise P] [--epochs E]
-//                           [--choice-steps N] [--choice-minutes T] [--choice-target P] [--eval-episodes M]
+//                           [--max-tokens N] [--choice-steps N] [--choice-stop-after N] [--choice-minutes T]
+//                           [--choice-target P] [--eval-episodes M]
 //
 // Makes rlplay's embedded default model from nothing, deterministically from a seed:
 //   1. episodes of the five built-in environments played by their scripted experts with noise;
@@ -30,23 +31,30 @@ import { Trainer } from '../../src/engine/train/trainer.ts';
 import { BUILTIN_ENVIRONMENTS } from '../../src/env/builtin/index.ts';
 import { evaluatePolicy, type EvaluationReport } from '../../src/rl/evaluate.ts';
 import { trainBpe } from './bpe.ts';
-import { choiceStage } from './choice-stage.ts';
+import { choiceStage, type ChoiceStageSummary } from './choice-stage.ts';
 import { noisyExpertEpisodes, transcriptPieces } from './corpus.ts';
 import { modelCard } from './model-card.ts';
 
-const { values } = parseArgs({
+const { values, tokens: argTokens } = parseArgs({
+  tokens: true,
   options: {
     seed: { type: 'string', default: '0' },
     out: { type: 'string', default: 'public/models/rlplay-agent-mini' },
     // The environments whose skills take longest to learn (copying keys and numbers in tool-use,
-    // mapping a request to its closing action in support-desk) get more of the data.
-    episodes: { type: 'string', default: 'support-desk=150,tool-use=300,web-shop=60,reasoning=60,code-gen=60' },
+    // mapping a request to its closing action in support-desk, finding and buying the asked product
+    // over a dozen web-shop pages) get more of the data; reasoning and code-gen are learned from little.
+    episodes: { type: 'string', default: 'support-desk=250,tool-use=300,web-shop=300,reasoning=30,code-gen=40' },
     // Difficulty 1 is what the app, the CLI and the quickstart start on, and what the card measures.
     difficulties: { type: 'string', default: '1' },
-    'max-tokens': { type: 'string', default: '768' },
+    // Long enough for whole web-shop episodes (up to ~1,400 tokens): cut at 768, the data never showed
+    // the checkout steps and the model bought nothing (5% web-shop success).
+    'max-tokens': { type: 'string', default: '2048' },
     noise: { type: 'string', default: '0.3' },
-    epochs: { type: 'string', default: '1' },
-    'choice-steps': { type: 'string', default: '60' },
+    epochs: { type: 'string', default: '3' },
+    'choice-steps': { type: 'string', default: '200' },
+    // Ends the choice stage after N steps with the schedule of --choice-steps: the card of a build
+    // that --choice-minutes cut short names this, so that the build can be made again exactly.
+    'choice-stop-after': { type: 'string' },
     // A budget for machines where each choice step is slow; none by default.
     'choice-minutes': { type: 'string', default: 'Infinity' },
     'choice-episodes': { type: 'string', default: '6' },
@@ -77,6 +85,7 @@ const settings = {
   lr: Number(values.lr),
   choice: {
     steps: Number(values['choice-steps']),
+    stopAfter: Number(values['choice-stop-after'] ?? values['choice-steps']),
     maxSeconds: 60 * Number(values['choice-minutes']),
     episodesPerStep: Number(values['choice-episodes']),
     lr: Number(values['choice-lr']),
@@ -85,6 +94,8 @@ const settings = {
   },
 };
 if (!(settings.choice.maxSeconds > 0)) throw new Error(`--choice-minutes ${values['choice-minutes']}: give a number of minutes above 0, e.g. --choice-minutes 5 (or leave it out for no limit)`);
+const { steps: choiceSteps, stopAfter } = settings.choice;
+if (!(Number.isInteger(stopAfter) && stopAfter >= 1 && stopAfter <= choiceSteps)) throw new Error(`--choice-stop-after ${values['choice-stop-after']}: give a whole number of steps from 1 to --choice-steps (${choiceSteps})`);
 const log = (message: string) => process.stderr.write(`${message}\n`);
 
 // 1. Data.
@@ -210,11 +221,26 @@ trained.dispose();
 //    atomically: a partial folder is never left in place of the model.
 const onnx = await exportOnnx(await loadModelFiles(new MemoryModelSource(files, 'rlplay-agent-mini: ')));
 files.set(ONNX_MODEL_FILE, onnx.get(ONNX_MODEL_FILE)!);
-files.set('README.md', new TextEncoder().encode(modelCard({ settings, config, parameters, tokens, trainSeconds, choice, dataSuccess, baseline, adapterName: gpu.adapterName })));
+files.set('README.md', new TextEncoder().encode(modelCard({ settings, regenerate: regenerateCommand(choice), config, parameters, tokens, trainSeconds, choice, dataSuccess, baseline, adapterName: gpu.adapterName })));
 await writeFiles([ONNX_MODEL_FILE, 'README.md']);
 await rm(out, { recursive: true, force: true });
 await rename(partial, out);
 log(`written to ${out}`);
+
+/**
+ * The command that makes this build again: the options given, less --out (where the folder goes
+ * does not change it) and --choice-minutes (a budget that depends on the machine's speed), which
+ * becomes the step that ended the choice stage.
+ */
+function regenerateCommand(choice: ChoiceStageSummary): string {
+  const args = ['--seed', String(seed)];
+  for (const token of argTokens) {
+    if (token.kind !== 'option' || ['out', 'seed', 'choice-minutes', 'choice-stop-after'].includes(token.name)) continue;
+    args.push(token.rawName, ...(token.value === undefined ? [] : [token.value]));
+  }
+  if (choice.cutShortBy) args.push('--choice-stop-after', String(choice.steps));
+  return `npm run model:default -- ${args.join(' ')}`;
+}
 
 /**
  * One epoch's batches: the transcripts shuffled, sorted by length within windows of 16 batches and

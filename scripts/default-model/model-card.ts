@@ -4,7 +4,9 @@ import type { EvaluationReport } from '../../src/rl/evaluate.ts';
 import type { ChoiceStageSummary } from './choice-stage.ts';
 
 export interface CardFacts {
-  settings: { seed: number; episodesPerEnv: Record<string, number>; difficulties: number[]; maxTokens: number; noise: number; epochs: number; vocabSize: number; evalEpisodes: number; batchSize: number; lr: number; choice: { steps: number; maxSeconds: number; episodesPerStep: number; lr: number; target: number; window: number } };
+  /** The command that makes the same build again. */
+  regenerate: string;
+  settings: { seed: number; episodesPerEnv: Record<string, number>; difficulties: number[]; maxTokens: number; noise: number; epochs: number; vocabSize: number; evalEpisodes: number; batchSize: number; lr: number; choice: { steps: number; stopAfter: number; maxSeconds: number; episodesPerStep: number; lr: number; target: number; window: number } };
   config: { hidden_size: number; intermediate_size: number; num_hidden_layers: number; num_attention_heads: number; num_key_value_heads: number; vocab_size: number; max_position_embeddings: number };
   parameters: number;
   tokens: number;
@@ -25,7 +27,7 @@ function outsideBand(baseline: EvaluationReport[]): string {
     ...(low.length > 0 ? [`below 20% on ${low.join(', ')}: RL there starts from rare successes and learns slowly`] : []),
     ...(high.length > 0 ? [`above 70% on ${high.join(', ')}: little room left for RL to show`] : []),
   ];
-  return parts.length > 0 ? `- Its baseline is outside the 20–70% it is meant to start RL from: ${parts.join('; ')}. A longer build (more data and steps on a real GPU) is the fix.\n` : '';
+  return parts.length > 0 ? `- Its baseline is outside the 20–70% it is meant to start RL from: ${parts.join('; ')}.\n` : '';
 }
 
 export function modelCard(f: CardFacts): string {
@@ -47,7 +49,8 @@ is far from perfect: the point is to leave room for RL to show.
 
 ## How it was made
 
-\`npm run model:default -- --seed ${s.seed}\` regenerates it exactly (\`scripts/default-model/\`):
+\`${f.regenerate}\` makes it (\`scripts/default-model/\`): the same weights again on the same GPU and
+driver; another one rounds floats differently, so its weights and the figures below can differ:
 
 1. **Data**: ${Object.entries(s.episodesPerEnv).map(([env, n]) => `${n} ${env}`).join(', ')} episodes (train split, difficulty ${s.difficulties.join(', ')}), played by each
    environment's scripted expert with noise — at each step, with probability ${s.noise}, a uniformly
@@ -67,7 +70,7 @@ is far from perfect: the point is to leave room for RL to show.
    ${s.choice.episodesPerStep} episodes per step, AdamW (lr ${s.choice.lr}, warm-up then cosine), at most ${s.choice.steps} steps. Each
    environment stops once its greedy policy agrees with the expert over whole episodes in ${pct(s.choice.target)}
    of its last ${s.choice.window} episodes (measured before training on them), so that RL has room left:
-   ${Object.entries(f.choice.environments).map(([env, e]) => `${env} ${e.episodes} episodes${e.stopped ? ` (stopped at ${pct(e.estimate)})` : ` (to the end, last ${pct(e.estimate)})`}`).join(', ')}${f.choice.outOfTime ? `; its time budget of ${s.choice.maxSeconds / 60} minutes ended it after ${f.choice.steps} steps` : ''}.
+   ${Object.entries(f.choice.environments).map(([env, e]) => `${env} ${e.episodes} episodes${e.stopped ? ` (stopped at ${pct(e.estimate)})` : ` (to the end, last ${pct(e.estimate)})`}`).join(', ')}${f.choice.cutShortBy ? `; it ended after ${f.choice.steps} steps (${f.choice.cutShortBy === 'time budget' ? `its time budget of ${s.choice.maxSeconds / 60} minutes` : '--choice-stop-after'})` : ''}.
 
 Both stages took ${(f.trainSeconds / 60).toFixed(0)} minutes on ${f.adapterName}.
 
