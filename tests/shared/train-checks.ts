@@ -138,17 +138,19 @@ const gradientCheck: GpuCheck = {
       const C = model.config.hiddenSize;
       const value = { weight: randomArray(random, C, 0.3), bias: 0.1 };
       const valueHead = new ValueHead(gpu, C, value);
-      const lengths = [7, 4];
+      // 2 x 20 rows, 10 of them seen by the loss: the LM head runs on 16 gathered rows (10 and 6 of
+      // padding) and its gradient reaches the other 30 rows as zeros
+      const lengths = [20, 4];
       const sequences = lengths.map((n) => [1, ...Array.from({ length: n - 1 }, () => 3 + Math.floor(random() * (model.config.vocabSize - 3)))]);
-      // two action spans per sequence, as in a multi-turn transcript: prompt, action, observation, action
-      const actionMask = sequences.map((s) => s.map((_, t) => (t === 0 ? 0 : t % 3 === 0 ? 0 : 1)));
+      // a long prompt, then action spans as in a multi-turn transcript: action, observation, action
+      const actionMask = sequences.map((s) => s.map((_, t) => (t < s.length - 12 || t % 3 === 0 ? 0 : 1)));
       const perToken = (scale: number) => sequences.map((s) => s.map(() => (random() * 2 - 1) * scale));
       const batch: TrainBatch = { sequences, actionMask, advantages: perToken(1), refLogprobs: perToken(1).map((row) => row.map((x) => x - 3)), returns: perToken(1) };
       const packed = packBatch(batch);
       const state = new TrainingState(model.gpuModel, packed.B, packed.T, adapter, valueHead, { dropoutSeed: masks.seed });
       state.load(packed);
       state.setDropoutStep(masks.step);
-      writeLossParams(gpu.device, state.lossParams, weights, packed.B * packed.T, packed.actionTokens);
+      state.setLoss(weights, packed.actionTokens);
       const encoder = gpu.device.createCommandEncoder();
       adapter.parameters.zeroGrads(encoder);
       valueHead.parameters.zeroGrads(encoder);
@@ -328,7 +330,7 @@ const fullGradientCheck: GpuCheck = {
       const packed = packBatch(batch);
       const state = new TrainingState(model, packed.B, packed.T, null, valueHead, { fullParameters: true });
       state.load(packed);
-      writeLossParams(gpu.device, state.lossParams, lossWeights, packed.B * packed.T, packed.actionTokens);
+      state.setLoss(lossWeights, packed.actionTokens);
       const step = (zero: boolean) => {
         const encoder = gpu.device.createCommandEncoder();
         if (zero) {
@@ -557,7 +559,7 @@ async function batchGradients(
   const packed = packBatch(batch);
   const state = new TrainingState(model.gpuModel, packed.B, packed.T, adapter, valueHead, { tree: packed.rowLimits !== undefined });
   state.load(packed);
-  writeLossParams(gpu.device, state.lossParams, weights, packed.B * packed.T, actionTokens ?? packed.actionTokens);
+  state.setLoss(weights, actionTokens ?? packed.actionTokens);
   const encoder = gpu.device.createCommandEncoder();
   adapter.parameters.zeroGrads(encoder);
   valueHead.parameters.zeroGrads(encoder);

@@ -13,6 +13,12 @@
 //
 // Shapes follow llm.c: B sequences of T tokens, R = B*T rows, C hidden, F MLP width, V vocabulary.
 // Row (b, t) predicts token t+1: its log-prob, entropy and value belong to that next token.
+//
+// The LM head, the value head and the loss run only on the N rows that the loss sees (lossRows: action
+// tokens and value rows, gathered in order into hHead [N, C]; N rounded up to a power of two so that
+// few plans are built), not on all R: prompts and observations are most rows, and the head's [R, V]
+// logits were the largest matmul and memory traffic of a step. Their gradient dhHead [N, C] goes back
+// to dh [R, C] by a second gather through rowToHead, whose other rows read dhHead's zero row N_max = R.
 import { BackwardOps } from '../backward-ops.ts';
 import { storageBuffer, uniformBuffer } from '../gpu/buffers.ts';
 import type { Dispatch } from '../gpu/kernels.ts';
@@ -21,7 +27,7 @@ import type { GpuModel, TrainableWeights } from '../gpu-model.ts';
 import { ForwardState, type LayerActivations } from '../forward.ts';
 import { LORA_TARGETS, type LoraTarget } from '../lora/adapter.ts';
 import type { GpuLoraAdapter } from '../lora/gpu-adapter.ts';
-import { INPUT_FLOATS, LOSS_METRICS, LOSS_PARAMS_BYTES, lossDispatches } from './loss.ts';
+import { INPUT_FLOATS, LOSS_METRICS, LOSS_PARAMS_BYTES, lossDispatches, lossRows, writeLossParams, type LossWeights } from './loss.ts';
 import type { PackedBatch } from './batch.ts';
 import type { ParameterView } from './parameters.ts';
 import type { ValueHead } from './value-head.ts';
@@ -56,6 +62,14 @@ export class TrainingState extends ForwardState {
   readonly lossParams: GPUBuffer;
   readonly metricSums: GPUBuffer;
   private readonly headLogits: GPUBuffer;
+  // the rows the heads run on: hHead[i] = h[headRowIndex[i]]; dh[r] = dhHead[rowToHead[r]]
+  private readonly headRowIndex: GPUBuffer;
+  private readonly rowToHead: GPUBuffer;
+  private readonly hHead: GPUBuffer;
+  private readonly dhHead: GPUBuffer;
+  /** Head rows of the loaded batch (a power of two, at most R; 0 before the first load). */
+  private headRows = 0;
+  private readonly plans = new Map<number, Dispatch[]>();
   private readonly gLogprob: GPUBuffer;
   private readonly gEntropy: GPUBuffer;
   private readonly gValue: GPUBuffer;
@@ -128,6 +142,10 @@ export class TrainingState extends ForwardState {
     this.buffers.push(this.lossParams);
     this.metricSums = buffer(LOSS_METRICS.length, 'metric sums');
     this.headLogits = buffer(R * V, 'logits');
+    this.headRowIndex = buffer(R, 'head row index');
+    this.rowToHead = buffer(R, 'row to head row');
+    this.hHead = buffer(R * C, 'h of the head rows');
+    this.dhHead = buffer((R + 1) * C, 'dh of the head rows'); // row R stays zero
     this.gLogprob = buffer(R, 'dL/dlogprob');
     this.gEntropy = buffer(R, 'dL/dentropy');
     this.gValue = buffer(R, 'dL/dvalue');
@@ -162,7 +180,7 @@ export class TrainingState extends ForwardState {
     const { hiddenSize: C, numHeads: H, numKvHeads: Hk, headDim: D, intermediateSize: F, vocabSize: V, numLayers: L, } = model.config;
     const R = B * T;
     const perLayer = R * (4 * C + (H + 2 * Hk) * D + H * D + H + 3 * F + loraTargets * loraRank) + 2 * B * Hk * T * D;
-    const head = R * (2 * V + 3 * C + 16 + 2 * INPUT_FLOATS);
+    const head = R * (2 * V + 5 * C + 18 + 2 * INPUT_FLOATS) + C;
     const grads = R * (2 * C + 3 * F + H * D + (H + 2 * Hk) * D + H + loraRank);
     return 4 * (L * perLayer + head + grads);
   }
@@ -184,24 +202,54 @@ export class TrainingState extends ForwardState {
     this.write(this.keyMask, batch.attentionMask);
     // a plain batch in a tree state: every row's limits (0, 0), i.e. plain causal attention
     if (this.tree) this.write(this.keyMask, batch.rowLimits ?? new Uint32Array(2 * this.R), batch.attentionMask.byteLength);
-    this.write(this.targets, batch.targets);
-    this.write(this.lossInputs, batch.lossInputs);
+    // The heads' rows: the loss rows first, then padding rows (row 0, target none, no loss inputs).
+    const rows = lossRows(batch.lossInputs);
+    const N = Math.min(this.R, 2 ** Math.ceil(Math.log2(Math.max(16, rows.length))));
+    const rowToHead = new Uint32Array(this.R).fill(this.R);
+    const targets = new Int32Array(N).fill(-1);
+    const inputs = new Float32Array(N * INPUT_FLOATS);
+    rows.forEach((r, i) => {
+      rowToHead[r] = i;
+      targets[i] = batch.targets[r];
+      inputs.set(batch.lossInputs.subarray(r * INPUT_FLOATS, (r + 1) * INPUT_FLOATS), i * INPUT_FLOATS);
+    });
+    const headRowIndex = new Uint32Array(N);
+    headRowIndex.set(rows);
+    this.write(this.headRowIndex, headRowIndex);
+    this.write(this.rowToHead, rowToHead);
+    this.write(this.targets, targets);
+    this.write(this.lossInputs, inputs);
+    this.headRows = N;
     this.setCursor(0, 0);
   }
 
+  /** Writes the loss's weights and averaging scale (1 / action tokens of the whole optimiser step) for the loaded batch. */
+  setLoss(weights: LossWeights, actionTokens: number): void {
+    if (this.headRows === 0) throw new Error('load a batch before setting its loss');
+    writeLossParams(this.model.gpu.device, this.lossParams, weights, this.headRows, actionTokens);
+  }
+
   /**
-   * Forward, loss and backward of one micro-batch; parameter gradients are added, never overwritten. At
-   * the end dx holds the gradient of the embedding lookup's output [R, C].
+   * Forward, loss and backward of the loaded micro-batch; parameter gradients are added, never
+   * overwritten. At the end dx holds the gradient of the embedding lookup's output [R, C]. Plans are
+   * kept per head-row count; before any load, the plan for all R rows.
    */
   plan(): Dispatch[] {
+    const N = this.headRows || this.R;
+    let plan = this.plans.get(N);
+    if (!plan) this.plans.set(N, (plan = this.buildPlan(N)));
+    return plan;
+  }
+
+  private buildPlan(N: number): Dispatch[] {
     const { model, ops, backward, R, T } = this;
     const { hiddenSize: C, numHeads: H, numKvHeads: Hk, headDim: D, intermediateSize: F, vocabSize: V, rmsNormEps: eps } = model.config;
     const vh = this.valueHead;
     const full = this.fullWeights;
     const grad = (w: ParameterView) => w.grad.chunks[0].buffer;
-    /** Full mode: dW [out, in] += dy^T x for y = x W^T, dy [R, ldDy] (ldDy = out), x [R, in]. */
-    const weightGrad = (dy: GPUBuffer, ldDy: number, x: GPUBuffer, w: ParameterView | undefined): Dispatch[] =>
-      !w ? [] : [ops.gemm(dy, x, grad(w), { M: w.rows, N: w.cols, K: R, sAm: 1, sAk: ldDy, sBn: 1, sBk: w.cols, accumulate: true })];
+    /** Full mode: dW [out, in] += dy^T x for y = x W^T, dy [rows, ldDy] (ldDy = out), x [rows, in]. */
+    const weightGrad = (dy: GPUBuffer, ldDy: number, x: GPUBuffer, w: ParameterView | undefined, rows = R): Dispatch[] =>
+      !w ? [] : [ops.gemm(dy, x, grad(w), { M: w.rows, N: w.cols, K: rows, sAm: 1, sAk: ldDy, sBn: 1, sBk: w.cols, accumulate: true })];
     /** Full mode: db [n] += sum_r dy[r, :], dy [R, n]. */
     const biasGrad = (dy: GPUBuffer, b: ParameterView | null | undefined): Dispatch[] =>
       !b ? [] : [ops.gemm(this.ones, dy, grad(b), { M: 1, N: b.cols, K: R, sAm: 1, sAk: 1, sBn: 1, sBk: b.cols, accumulate: true })];
@@ -211,20 +259,23 @@ export class TrainingState extends ForwardState {
     const dispatches: Dispatch[] = [
       ...this.body(T, this.ids),
       this.finalNorm(T),
-      ...ops.matmul(this.h, model.lmHead, null, this.headLogits, { M: R }),
-      ops.tokenLogprobs(this.headLogits, this.targets, this.logprob, this.entropy, R, V),
-      ...ops.matmul(this.h, vh.weight.matrix, vh.bias.matrix.chunks[0].buffer, this.value, { M: R }),
-      ...lossDispatches(model.kernels, this.lossParams, R, {
+      // the heads and the loss on the N loss rows
+      ...ops.gatherRows({ rows: R, cols: C, chunks: [{ buffer: this.h, rowStart: 0, rows: R }] }, this.headRowIndex, this.hHead, N),
+      ...ops.matmul(this.hHead, model.lmHead, null, this.headLogits, { M: N }),
+      ops.tokenLogprobs(this.headLogits, this.targets, this.logprob, this.entropy, N, V),
+      ...ops.matmul(this.hHead, vh.weight.matrix, vh.bias.matrix.chunks[0].buffer, this.value, { M: N }),
+      ...lossDispatches(model.kernels, this.lossParams, N, {
         logprob: this.logprob, entropy: this.entropy, value: this.value, inputs: this.lossInputs,
         gLogprob: this.gLogprob, gEntropy: this.gEntropy, gValue: this.gValue, rowMetrics: this.rowMetrics, sums: this.metricSums,
       }),
-      // LM head and value head
-      backward.logitsBackward(this.headLogits, this.targets, this.gLogprob, this.gEntropy, this.dlogits, R, V),
-      ...ops.matmulInputGrad(this.dlogits, model.lmHead, this.dh, { M: R, ldDy: V }),
-      ...weightGrad(this.dlogits, V, this.h, full?.lmHead),
-      ops.gemm(this.gValue, vh.weight.matrix.chunks[0].buffer, this.dh, { M: R, N: C, K: 1, sAm: 1, sAk: 1, sBn: 1, sBk: 1, accumulate: true }),
-      ops.gemm(this.gValue, this.h, vh.weight.grad.chunks[0].buffer, { M: 1, N: C, K: R, sAm: 1, sAk: 1, sBn: 1, sBk: C, accumulate: true }),
-      ops.gemm(this.gValue, this.ones, vh.bias.grad.chunks[0].buffer, { M: 1, N: 1, K: R, sAm: 1, sAk: 1, sBn: 1, sBk: 1, accumulate: true }),
+      // LM head and value head, then their input gradient back to all R rows (zero off the loss rows)
+      backward.logitsBackward(this.headLogits, this.targets, this.gLogprob, this.gEntropy, this.dlogits, N, V),
+      ...ops.matmulInputGrad(this.dlogits, model.lmHead, this.dhHead, { M: N, ldDy: V }),
+      ...weightGrad(this.dlogits, V, this.hHead, full?.lmHead, N),
+      ops.gemm(this.gValue, vh.weight.matrix.chunks[0].buffer, this.dhHead, { M: N, N: C, K: 1, sAm: 1, sAk: 1, sBn: 1, sBk: 1, accumulate: true }),
+      ops.gemm(this.gValue, this.hHead, vh.weight.grad.chunks[0].buffer, { M: 1, N: C, K: N, sAm: 1, sAk: 1, sBn: 1, sBk: C, accumulate: true }),
+      ops.gemm(this.gValue, this.ones, vh.bias.grad.chunks[0].buffer, { M: 1, N: 1, K: N, sAm: 1, sAk: 1, sBn: 1, sBk: 1, accumulate: true }),
+      ...ops.gatherRows({ rows: R + 1, cols: C, chunks: [{ buffer: this.dhHead, rowStart: 0, rows: R + 1 }] }, this.rowToHead, this.dh, R),
       backward.rmsnormBackward(this.x, model.finalNorm, this.dh, this.dx, this.rs, { R, C, eps }),
       ...normGrad(this.x, full?.finalNorm),
     ];

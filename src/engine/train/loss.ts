@@ -41,6 +41,21 @@ export interface TokenLossInputs {
 }
 
 export const INPUT_FLOATS = 8;
+const MASK_COLUMN = 0;
+const VALUE_MASK_COLUMN = 6;
+
+/**
+ * The rows of packed loss inputs [R * INPUT_FLOATS] that some loss term sees (action mask or value
+ * mask not 0), in order. Every other row adds nothing to the loss or any gradient: the LM head and
+ * the value head need not run there.
+ */
+export function lossRows(packed: Float32Array): number[] {
+  const rows: number[] = [];
+  for (let r = 0; r * INPUT_FLOATS < packed.length; r++) {
+    if (packed[r * INPUT_FLOATS + MASK_COLUMN] !== 0 || packed[r * INPUT_FLOATS + VALUE_MASK_COLUMN] !== 0) rows.push(r);
+  }
+  return rows;
+}
 
 export function packLossInputs(inputs: TokenLossInputs): Float32Array {
   const R = inputs.mask.length;

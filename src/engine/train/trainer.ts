@@ -7,12 +7,12 @@
 // averaged over all action tokens of the step), then AdamW with global-norm clipping on the LoRA
 // matrices (or every weight, in full mode) and on the value head, and reads back only the scalar metrics: one readback per step.
 import { readBuffers } from '../gpu/buffers.ts';
-import { encodeDispatches, type Dispatch } from '../gpu/kernels.ts';
+import { encodeDispatches } from '../gpu/kernels.ts';
 import type { GpuModel } from '../gpu-model.ts';
 import type { GpuLoraAdapter } from '../lora/gpu-adapter.ts';
 import { packBatch, type TrainBatch } from './batch.ts';
 import { TrainingState } from './graph.ts';
-import { LOSS_METRICS, resolveLossWeights, writeLossParams, type LossWeights } from './loss.ts';
+import { LOSS_METRICS, resolveLossWeights, type LossWeights } from './loss.ts';
 import { AdamW, GRAD_NORM_BYTES, type AdamWOptions, type AdamWState } from './optimizer.ts';
 import type { ParameterSet } from './parameters.ts';
 import { ValueHead } from './value-head.ts';
@@ -62,7 +62,7 @@ export class Trainer {
   readonly valueHead: ValueHead;
   private readonly adapterOptimizer: AdamW;
   private readonly valueOptimizer: AdamW;
-  private readonly states = new Map<string, { state: TrainingState; plan: Dispatch[] }>();
+  private readonly states = new Map<string, TrainingState>();
   private readonly cachedShapes: number;
   private readonly ownsValueHead: boolean;
   private readonly seed: number;
@@ -104,25 +104,24 @@ export class Trainer {
 
   /** Dispatches of one optimiser step over a single micro-batch of this shape. */
   dispatchesPerStep(B: number, T: number): number {
-    return this.stateFor(B, T).plan.length + this.adapterOptimizer.dispatches().length + this.valueOptimizer.dispatches().length;
+    return this.stateFor(B, T).plan().length + this.adapterOptimizer.dispatches().length + this.valueOptimizer.dispatches().length;
   }
 
-  private stateFor(B: number, T: number, tree = false): { state: TrainingState; plan: Dispatch[] } {
+  private stateFor(B: number, T: number, tree = false): TrainingState {
     const key = `${B}x${T}${tree ? ' tree' : ''}`;
-    let entry = this.states.get(key);
-    if (entry) {
+    let state = this.states.get(key);
+    if (state) {
       this.states.delete(key); // re-insert as the most recently used
     } else {
-      const state = new TrainingState(this.model, B, T, this.adapter, this.valueHead, { fullParameters: !this.adapter, dropoutSeed: this.seed, tree });
-      entry = { state, plan: state.plan() };
+      state = new TrainingState(this.model, B, T, this.adapter, this.valueHead, { fullParameters: !this.adapter, dropoutSeed: this.seed, tree });
       if (this.states.size >= this.cachedShapes) {
         const [oldestKey, oldest] = this.states.entries().next().value!;
-        oldest.state.dispose();
+        oldest.dispose();
         this.states.delete(oldestKey);
       }
     }
-    this.states.set(key, entry);
-    return entry;
+    this.states.set(key, state);
+    return state;
   }
 
   /** A buffer for the metric sums of `microBatches` micro-batches, one row each (grown as needed). */
@@ -151,18 +150,18 @@ export class Trainer {
     const metricBytes = LOSS_METRICS.length * 4;
     const stepSums = this.stepSumsFor(packed.length);
     for (const [i, batch] of packed.entries()) {
-      const { state, plan } = this.stateFor(batch.B, batch.T, batch.rowLimits !== undefined);
+      const state = this.stateFor(batch.B, batch.T, batch.rowLimits !== undefined);
       state.load(batch);
       // Every micro-batch of every step draws its own dropout masks, reproducibly.
       state.setDropoutStep(prepared.step * 1024 + i);
-      writeLossParams(device, state.lossParams, weights, batch.B * batch.T, actionTokens);
+      state.setLoss(weights, actionTokens);
       const encoder = device.createCommandEncoder();
       if (i === 0) {
         this.adapterOptimizer.zeroGrads(encoder);
         this.valueOptimizer.zeroGrads(encoder);
       }
       encoder.clearBuffer(state.metricSums);
-      encodeDispatches(encoder, plan);
+      encodeDispatches(encoder, state.plan());
       encoder.copyBufferToBuffer(state.metricSums, 0, stepSums, i * metricBytes, metricBytes);
       device.queue.submit([encoder.finish()]);
     }
@@ -208,7 +207,7 @@ export class Trainer {
 
   /** Frees the training states and optimisers (and the value head if the trainer made it); the adapter or model stays. */
   dispose(): void {
-    for (const { state } of this.states.values()) state.dispose();
+    for (const state of this.states.values()) state.dispose();
     this.states.clear();
     this.stepSums?.destroy();
     this.stepSums = null;
