@@ -6,7 +6,7 @@ import type { ChoiceStageSummary } from './choice-stage.ts';
 export interface CardFacts {
   /** The command that makes the same build again. */
   regenerate: string;
-  settings: { seed: number; episodesPerEnv: Record<string, number>; difficulties: number[]; maxTokens: number; noise: number; epochs: number; vocabSize: number; evalEpisodes: number; batchSize: number; lr: number; choice: { steps: number; stopAfter: number; maxSeconds: number; episodesPerStep: number; lr: number; target: number; window: number } };
+  settings: { seed: number; episodesPerEnv: Record<string, number>; difficulties: number[]; maxTokens: number; noise: number; epochs: number; vocabSize: number; evalEpisodes: number; batchSize: number; lr: number; choice: { steps: number; maxSeconds: number; episodesPerStep: number; lr: number; target: number; window: number } };
   config: { hidden_size: number; intermediate_size: number; num_hidden_layers: number; num_attention_heads: number; num_key_value_heads: number; vocab_size: number; max_position_embeddings: number };
   parameters: number;
   tokens: number;

@@ -16,7 +16,7 @@
 // one read-back.
 import { readBuffers, storageBuffer } from './gpu/buffers.ts';
 import { encodeDispatches, type Dispatch } from './gpu/kernels.ts';
-import type { GpuMatrix } from './gpu/matrix.ts';
+import { wholeMatrix } from './gpu/matrix.ts';
 import type { GpuModel } from './gpu-model.ts';
 import { ForwardState, maxRowsPerStep } from './forward.ts';
 import { LogprobHead } from './lm-head.ts';
@@ -214,8 +214,8 @@ async function runGroup(
   //    normed state scores the candidate's first token. Left padding puts every prompt's last token
   //    in the last column, the last row of its prompt's rows in the last chunk.
   const cacheFloats = cacheRowBytes(model, S) / 4;
-  const cacheTable = (buffer: GPUBuffer): GpuMatrix => ({ rows: Np, cols: cacheFloats, chunks: [{ buffer, rowStart: 0, rows: Np }] });
-  const residual: GpuMatrix = { rows: Np * lastT, cols: C, chunks: [{ buffer: prefix.x, rowStart: 0, rows: Np * lastT }] };
+  const cacheTable = (buffer: GPUBuffer) => wholeMatrix(buffer, Np, cacheFloats);
+  const residual = wholeMatrix(prefix.x, Np * lastT, C);
   batch.write(batch.lastRows, Uint32Array.from(candidates, (c) => c.b));
   batch.write(lastRow, Uint32Array.from(candidates, (c) => c.b * lastT + lastT - 1));
   batch.write(head.targets, Int32Array.from(candidates, (c) => c.tokens[0]));

@@ -7,7 +7,7 @@
 // step costs a few small buffer writes, one submit and one small read-back.
 import { storageBuffer, uniformBuffer } from './gpu/buffers.ts';
 import type { Dispatch } from './gpu/kernels.ts';
-import type { GpuMatrix } from './gpu/matrix.ts';
+import { wholeMatrix } from './gpu/matrix.ts';
 import type { GpuModel } from './gpu-model.ts';
 import type { GpuLoraAdapter } from './lora/gpu-adapter.ts';
 import type { LoraTarget } from './lora/adapter.ts';
@@ -192,7 +192,7 @@ export class ForwardState {
       this.buffers.push(rows);
       return rows;
     })();
-    return this.ops.gatherRows({ rows: R, cols: C, chunks: [{ buffer: this.x, rowStart: 0, rows: R }] }, this.identityRows, to, R);
+    return this.ops.gatherRows(wholeMatrix(this.x, R, C), this.identityRows, to, R);
   }
 
   /** Sets where the next step's tokens go in the cache and the sampler's step counter. */
@@ -244,7 +244,7 @@ export class ForwardState {
     const { model, ops, shape } = this;
     const { hiddenSize: C, vocabSize: V, rmsNormEps: eps } = model.config;
     const { B } = shape;
-    const newest: GpuMatrix = { rows: B * T, cols: C, chunks: [{ buffer: this.x, rowStart: 0, rows: B * T }] };
+    const newest = wholeMatrix(this.x, B * T, C);
     return [
       ...(T === 1 ? [ops.rmsnorm(this.x, model.finalNorm, this.lastNormed, B, C, eps)] : [
         ...ops.gatherRows(newest, this.lastRows, this.lastHidden, B),

@@ -16,6 +16,11 @@ export interface GpuMatrix {
   chunks: MatrixChunk[];
 }
 
+/** A [rows, cols] row-major matrix held whole in one buffer or buffer range (activations, parameter views). */
+export function wholeMatrix(buffer: GPUBuffer | GPUBufferBinding, rows: number, cols: number): GpuMatrix {
+  return { rows, cols, chunks: [{ buffer, rowStart: 0, rows }] };
+}
+
 /** Uploads a row-major [rows, cols] matrix, splitting it so that no chunk exceeds `maxBindingBytes`. */
 export function uploadMatrix(device: GPUDevice, data: Float32Array, rows: number, cols: number, maxBindingBytes: number, label: string): GpuMatrix {
   if (data.length !== rows * cols) throw new RangeError(`${label}: ${data.length} values for a [${rows}, ${cols}] matrix`);

@@ -18,11 +18,11 @@
 // tokens and value rows, gathered in order into hHead [N, C]; N rounded up to a power of two so that
 // few plans are built), not on all R: prompts and observations are most rows, and the head's [R, V]
 // logits were the largest matmul and memory traffic of a step. Their gradient dhHead [N, C] goes back
-// to dh [R, C] by a second gather through rowToHead, whose other rows read dhHead's zero row N_max = R.
+// to dh [R, C] by a second gather through rowToHead, whose other rows read dhHead's row R, kept zero.
 import { BackwardOps } from '../backward-ops.ts';
 import { storageBuffer, uniformBuffer } from '../gpu/buffers.ts';
 import type { Dispatch } from '../gpu/kernels.ts';
-import type { GpuMatrix } from '../gpu/matrix.ts';
+import { wholeMatrix, type GpuMatrix } from '../gpu/matrix.ts';
 import type { GpuModel, TrainableWeights } from '../gpu-model.ts';
 import { ForwardState, type LayerActivations } from '../forward.ts';
 import { LORA_TARGETS, type LoraTarget } from '../lora/adapter.ts';
@@ -260,7 +260,7 @@ export class TrainingState extends ForwardState {
       ...this.body(T, this.ids),
       this.finalNorm(T),
       // the heads and the loss on the N loss rows
-      ...ops.gatherRows({ rows: R, cols: C, chunks: [{ buffer: this.h, rowStart: 0, rows: R }] }, this.headRowIndex, this.hHead, N),
+      ...ops.gatherRows(wholeMatrix(this.h, R, C), this.headRowIndex, this.hHead, N),
       ...ops.matmul(this.hHead, model.lmHead, null, this.headLogits, { M: N }),
       ops.tokenLogprobs(this.headLogits, this.targets, this.logprob, this.entropy, N, V),
       ...ops.matmul(this.hHead, vh.weight.matrix, vh.bias.matrix.chunks[0].buffer, this.value, { M: N }),
@@ -275,7 +275,7 @@ export class TrainingState extends ForwardState {
       ops.gemm(this.gValue, vh.weight.matrix.chunks[0].buffer, this.dhHead, { M: N, N: C, K: 1, sAm: 1, sAk: 1, sBn: 1, sBk: 1, accumulate: true }),
       ops.gemm(this.gValue, this.hHead, vh.weight.grad.chunks[0].buffer, { M: 1, N: C, K: N, sAm: 1, sAk: 1, sBn: 1, sBk: C, accumulate: true }),
       ops.gemm(this.gValue, this.ones, vh.bias.grad.chunks[0].buffer, { M: 1, N: 1, K: N, sAm: 1, sAk: 1, sBn: 1, sBk: 1, accumulate: true }),
-      ...ops.gatherRows({ rows: R + 1, cols: C, chunks: [{ buffer: this.dhHead, rowStart: 0, rows: R + 1 }] }, this.rowToHead, this.dh, R),
+      ...ops.gatherRows(wholeMatrix(this.dhHead, R + 1, C), this.rowToHead, this.dh, R),
       backward.rmsnormBackward(this.x, model.finalNorm, this.dh, this.dx, this.rs, { R, C, eps }),
       ...normGrad(this.x, full?.finalNorm),
     ];

@@ -3,7 +3,7 @@
 // a 256-byte boundary (the binding-offset alignment), so every tensor can still be bound on its own,
 // while the optimiser updates them all in a fixed handful of dispatches.
 import { readFloat32, storageBuffer } from '../gpu/buffers.ts';
-import type { GpuMatrix } from '../gpu/matrix.ts';
+import { wholeMatrix, type GpuMatrix } from '../gpu/matrix.ts';
 
 const ALIGN_FLOATS = 64; // 256 bytes
 
@@ -56,11 +56,7 @@ export class ParameterSet {
     this.grads = storageBuffer(device, this.size * 4, 'gradients');
     for (const t of layout) {
       device.queue.writeBuffer(this.params, t.offset * 4, t.data.buffer, t.data.byteOffset, t.data.byteLength);
-      const range = (buffer: GPUBuffer): GpuMatrix => ({
-        rows: t.rows,
-        cols: t.cols,
-        chunks: [{ buffer: { buffer, offset: t.offset * 4, size: t.rows * t.cols * 4 }, rowStart: 0, rows: t.rows }],
-      });
+      const range = (buffer: GPUBuffer) => wholeMatrix({ buffer, offset: t.offset * 4, size: t.rows * t.cols * 4 }, t.rows, t.cols);
       this.views.set(t.name, { name: t.name, rows: t.rows, cols: t.cols, offset: t.offset, matrix: range(this.params), grad: range(this.grads) });
     }
   }
