@@ -41,7 +41,7 @@ describe('tool-use environment', () => {
     const [a, b] = instance.needed;
     const first = env.step(`Lookup: ${a.toUpperCase()}.`);
     expect(first.observation).toBe(`lookup ${a} → ${instance.table[a]}${first.observation.slice(`lookup ${a} → ${instance.table[a]}`.length)}`);
-    expect(first.reward).toBe(-0.01);
+    expect(first.reward).toBe(0.1);
     expect(first.terminated).toBe(false);
     expect(env.step(`look up ${b}`).observation).toContain(`→ ${instance.table[b]}`);
     expect(env.validActions()).toContain(`calc: ${instance.expression}`);
@@ -51,6 +51,18 @@ describe('tool-use environment', () => {
     expect(env.validActions()).toContain(`answer: ${instance.answer}`);
     const done = env.step(`I think the answer is ${instance.answer}.`);
     expect(done).toMatchObject({ reward: 1, terminated: true, truncated: false, info: { success: true } });
+  });
+
+  test('a tool call earns 0.1 when it makes progress, once per needed key and once for the answer\'s value, and nothing otherwise', () => {
+    const { env, instance } = start(5, 3);
+    const [a, b] = instance.needed;
+    const distractor = Object.keys(instance.table).find((k) => !instance.needed.includes(k))!;
+    const rewards = [`lookup: ${distractor}`, `lookup: ${a}`, `lookup: ${a}`, `calc: ${instance.expression}`, `lookup: ${b}`, `calc: ${instance.expression}`, `calc: ${instance.expression}`].map((action) => env.step(action).reward);
+    // The calculation before b is known already gives the answer's value: the reward is for the value, not the order.
+    expect(rewards).toEqual([0, 0.1, 0, 0.1, 0.1, 0, 0]);
+    const { env: wrongFirst } = start(5, 3);
+    expect(wrongFirst.step('calc: 1 + 1').reward).toBe(0);
+    expect(wrongFirst.step(`answer: ${instance.answer}`).reward).toBe(1);
   });
 
   test('the same seed gives the same question; a wrong answer ends the episode without success', () => {

@@ -11,14 +11,22 @@
 //   calc: EXPRESSION   also `calculate`, `compute`; `x`, `×`, `÷` are accepted as operators
 //   answer: NUMBER     also `answer 19.`, `The answer is 19`, `Final answer: 1,200`, or a bare number
 // Rewards: +1 for a correct answer (terminated, success), 0 for a wrong one (terminated, failure),
-// -0.01 per tool call, -0.05 for an action that cannot be parsed (the episode goes on). Episodes are
-// truncated after maxEpisodeSteps steps (success false).
+// +0.1 for a tool call that makes progress (the first lookup of each key the question needs, the
+// first calculation whose value is the answer), 0 for other tool calls, -0.05 for an action that
+// cannot be parsed (the episode goes on). Episodes are truncated after maxEpisodeSteps steps
+// (success false).
+//
+// Why progress pays and other calls are free: if every call cost something, answering at once (a
+// wrong answer, 0) would beat the first call of an agent that has not yet found the answer by
+// chance, and advantage normalisation turns even a hundredth into a strong push away from the
+// tools. Each progress reward is paid once and the expert earns all of them, so the best policy is
+// unchanged: use the tools, then answer right. The step limit bounds aimless calls.
 import { normalizeText, parseCommand, parseNumber } from '../text-actions.ts';
 import type { BuiltinEnvModule, Env, EnvInfo, ExpertEnv, ResetOptions, ResetResult, Split, StepResult } from '../types.ts';
 import { hashString, mulberry32 } from '../../common/random.ts';
 
 const MAX_STEPS = 8;
-const TOOL_COST = -0.01;
+const PROGRESS_REWARD = 0.1;
 const INVALID_COST = -0.05;
 const TABLE_SIZE = 6;
 
@@ -278,17 +286,19 @@ export class ToolUseEnv implements Env, ExpertEnv {
       const key = resolveKey(command.argument, instance.table);
       if (key === null) {
         const asked = normalizeText(command.argument).slice(0, 40);
-        return reply(`lookup "${asked}": no such key. Keys: ${Object.keys(instance.table).join(', ')}.`, TOOL_COST, { tool: 'lookup' });
+        return reply(`lookup "${asked}": no such key. Keys: ${Object.keys(instance.table).join(', ')}.`, 0, { tool: 'lookup' });
       }
+      const progress = instance.needed.includes(key) && !this.looked.has(key);
       this.looked.add(key);
-      return reply(`lookup ${key} → ${instance.table[key]}${describeValue(instance, key)}`, TOOL_COST, { tool: 'lookup' });
+      return reply(`lookup ${key} → ${instance.table[key]}${describeValue(instance, key)}`, progress ? PROGRESS_REWARD : 0, { tool: 'lookup' });
     }
     if (command.verb === 'calc') {
       const result = evaluateExpression(command.argument);
       const shown = command.argument.slice(0, 60);
-      if (!result.ok) return reply(`calc ${shown} → error: ${result.error}`, TOOL_COST, { tool: 'calc' });
-      if (Math.abs(result.value - instance.answer) < 1e-9) this.computed = true;
-      return reply(`calc ${shown} → ${formatNumber(result.value)}`, TOOL_COST, { tool: 'calc' });
+      if (!result.ok) return reply(`calc ${shown} → error: ${result.error}`, 0, { tool: 'calc' });
+      const progress = instance.expression !== null && !this.computed && Math.abs(result.value - instance.answer) < 1e-9;
+      if (progress) this.computed = true;
+      return reply(`calc ${shown} → ${formatNumber(result.value)}`, progress ? PROGRESS_REWARD : 0, { tool: 'calc' });
     }
     const value = parseNumber(command.argument);
     if (value === null) return invalid('An answer must be a number, e.g. `answer: 19`.');
