@@ -7,6 +7,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { expect, test, type Page } from '@playwright/test';
 import { gguf } from '@huggingface/gguf';
 import { unzipSync } from 'fflate';
+import onnxProto from 'onnx-proto';
+import { exportOnnx } from '../../src/engine/export/onnx.ts';
 import { readPeftAdapter } from '../../src/engine/lora/peft.ts';
 import { loadModelFiles } from '../../src/engine/model/load.ts';
 import { MemoryModelSource } from '../../src/engine/model/memory-source.ts';
@@ -121,6 +123,29 @@ test('trains in a Worker: the charts fill, pause and resume, and a reload resume
   const parsed = await gguf(ggufPath, { allowLocalFile: true });
   expect(parsed.metadata).toMatchObject({ 'general.architecture': 'llama', 'general.type': 'adapter', 'adapter.type': 'lora' });
   expect(parsed.tensorInfos.find((t) => t.name === 'blk.0.attn_q.weight.lora_a')?.shape).toEqual([64n, 8n]);
+  // Merged ONNX: a transformers.js folder whose model is, metadata aside, what the exporter (checked
+  // against transformers.js in export-onnx.test.ts and export-onnx.spec.ts) makes of this base model
+  // and the adapter in the PEFT zip above.
+  const onnxDownload = page.waitForEvent('download');
+  await page.getByRole('button', { name: 'Merged ONNX (transformers.js, .zip)' }).click();
+  const onnxZip = await onnxDownload;
+  expect(onnxZip.suggestedFilename()).toMatch(/-onnx\.zip$/);
+  const folder = unzipSync(Buffer.concat(await (await onnxZip.createReadStream()).toArray()));
+  const expectedFolder = await exportOnnx(base, adapter);
+  expect(Object.keys(folder).sort()).toEqual([...expectedFolder.keys()].sort());
+  expect(Object.keys(folder)).toContain('onnx/model.onnx');
+  for (const [path, bytes] of expectedFolder) if (path !== 'onnx/model.onnx') expect(Buffer.from(folder[path]).equals(bytes), path).toBe(true);
+  expect(JSON.parse(new TextDecoder().decode(folder['config.json']))).toMatchObject({ model_type: 'llama', 'transformers.js_config': { dtype: 'fp32' } });
+  const withoutMetadata = (bytes: Uint8Array) => {
+    const model = onnxProto.onnx.ModelProto.decode(bytes);
+    const metadata = Object.fromEntries(model.metadataProps.map((p) => [p.key, p.value]));
+    model.metadataProps = [];
+    return { metadata, bytes: Buffer.from(onnxProto.onnx.ModelProto.encode(model).finish()) };
+  };
+  const fromPage = withoutMetadata(folder['onnx/model.onnx']);
+  expect(fromPage.metadata['rlplay.adapter']).toMatch(/^LoRA r=8 alpha=16 on q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj/);
+  expect(fromPage.bytes.equals(withoutMetadata(expectedFolder.get('onnx/model.onnx')!).bytes)).toBe(true);
+  await expect(page.getByTestId('export-error')).toHaveCount(0);
   await page.getByRole('heading', { name: 'Export' }).scrollIntoViewIfNeeded();
   await page.screenshot({ path: `${SCREENSHOTS}export.png` });
   // Import: a broken zip is refused with the reason; the exported zip comes back as a run that

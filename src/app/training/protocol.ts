@@ -123,6 +123,12 @@ export interface ImportAdapterRequest {
   name: string;
 }
 
+export interface ExportOnnxRequest {
+  runId: string;
+  /** The run's base model (its config.model, with what opening it needs). */
+  model: ModelRef;
+}
+
 export interface EnvironmentInfo {
   id: string;
   description: string;
@@ -147,6 +153,11 @@ export interface TrainerApi {
   evaluate(request: EvaluateRequest, sandbox?: SandboxHost): Promise<EvaluationComparison>;
   /** Checks a PEFT adapter against the model and stores it as a paused run that starts from it; returns the run's config. */
   importAdapter(request: ImportAdapterRequest): Promise<TrainConfig>;
+  /**
+   * The run's base model with its last adapter merged in, as a transformers.js model folder
+   * (config, tokenizer, onnx/model.onnx) zipped; `events` hears about the model's download.
+   */
+  exportOnnx(request: ExportOnnxRequest, events: Pick<TrainerEvents, 'loading'>): Promise<Uint8Array>;
   /** Asks the run to stop after the update in progress; start() then resolves with status 'paused'. */
   pause(): void;
 }

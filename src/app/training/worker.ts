@@ -5,6 +5,10 @@ import * as Comlink from 'comlink';
 import { requestGpu, type GpuContext } from '../../engine/gpu/device.ts';
 import { loadModel, type Model } from '../../engine/model.ts';
 import { openBrowserModelSource } from '../../engine/model/source-browser.ts';
+import { loadModelFiles } from '../../engine/model/load.ts';
+import { exportOnnx, ONNX_MODEL_FILE } from '../../engine/export/onnx.ts';
+import { readPeftAdapter } from '../../engine/lora/peft.ts';
+import { zipSync } from 'fflate';
 import { makePolicy } from '../../agent/policies.ts';
 import { mulberry32 } from '../../common/random.ts';
 import { BUILTIN_ENVIRONMENTS } from '../../env/builtin/index.ts';
@@ -24,6 +28,7 @@ import type {
   EvaluateRequest,
   ModelRef,
   EvaluationComparison,
+  ExportOnnxRequest,
   ImportAdapterRequest,
   StartRequest,
   TrainerApi,
@@ -243,6 +248,28 @@ const api: TrainerApi = {
     try {
       const config = { ...request.config, format: model.tokenizer.hasChatTemplate ? ('chat' as const) : ('plain' as const) };
       return await importAdapterRun(store, model.config, request.runId, config, request.files, request.name);
+    } finally {
+      await store.close();
+    }
+  },
+
+  async exportOnnx(request: ExportOnnxRequest, events: Pick<TrainerEvents, 'loading'>): Promise<Uint8Array> {
+    const store = await openIndexedDbStore();
+    try {
+      const checkpoint = await store.latestCheckpoint(request.runId);
+      if (!checkpoint) throw new Error(`run ${request.runId} has no checkpoint yet: train for at least one update first`);
+      // The host copy of the weights: the loaded model's when it is this one, otherwise read (no GPU needed).
+      const files =
+        loaded?.key === modelKey(request.model)
+          ? loaded.model.files
+          : await loadModelFiles(openBrowserModelSource(request.model.location, request.model.options), (p) =>
+              events.loading({ kind: 'download', file: p.file, loadedBytes: p.loadedBytes, totalBytes: p.totalBytes ?? null }),
+            );
+      const adapter = await readPeftAdapter(new MemoryModelSource(checkpoint.files, `${request.runId} update ${checkpoint.step}: `), files.config);
+      // float32 weights hardly compress: the ONNX file is stored as it is, the JSON files deflated.
+      const folder = [...(await exportOnnx(files, adapter))].map(([path, bytes]) => [path, path === ONNX_MODEL_FILE ? ([bytes, { level: 0 }] as const) : bytes]);
+      const zipped = zipSync(Object.fromEntries(folder));
+      return Comlink.transfer(zipped, [zipped.buffer]);
     } finally {
       await store.close();
     }
