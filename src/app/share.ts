@@ -1,8 +1,9 @@
 // Share links: the whole experiment (model, environment, policy mode, algorithm and its settings,
-// episodes, seed, LoRA rank) in the URL fragment, as deflated JSON in base64url, so that opening
+// episodes, seed, LoRA rank, alpha and targets) in the URL fragment, as deflated JSON in base64url, so that opening
 // the link restores the setup and the fragment never reaches a server. A link that was cut short
 // or edited fails with a message that says so.
 import { deflateSync, inflateSync, strFromU8, strToU8 } from 'fflate';
+import { LORA_TARGETS, type LoraTarget } from '../engine/lora/adapter.ts';
 
 export const SHARE_VERSION = 1;
 /** Longer URLs are unreliable in chat tools and some browsers: such a setup is shared as a file. */
@@ -19,6 +20,10 @@ export interface SharedExperiment {
   episodes: number;
   seed: number;
   loraR: number;
+  /** LoRA's alpha (scale alpha / r); links made before it was shared mean 2 r. */
+  loraAlpha?: number;
+  /** The projections that get LoRA; links made before they were shared mean all of them. */
+  loraTargets?: LoraTarget[];
   /** A custom environment's source, when `env` is one (run only after the user agrees). */
   envSource?: string;
 }
@@ -64,6 +69,9 @@ export function readShareFragment(hash: string): SharedExperiment | null {
   if (typeof shared.algo !== 'string') problems.push('algo');
   if (typeof shared.algorithm !== 'object' || shared.algorithm === null || Array.isArray(shared.algorithm)) problems.push('algorithm');
   for (const key of ['episodes', 'seed', 'loraR'] as const) if (!Number.isSafeInteger(shared[key]) || (shared[key] as number) < 0) problems.push(key);
+  if (shared.loraAlpha !== undefined && !(typeof shared.loraAlpha === 'number' && shared.loraAlpha > 0 && Number.isFinite(shared.loraAlpha))) problems.push('loraAlpha');
+  const targets = shared.loraTargets;
+  if (targets !== undefined && !(Array.isArray(targets) && targets.length > 0 && targets.every((t) => (LORA_TARGETS as readonly unknown[]).includes(t)))) problems.push('loraTargets');
   if (shared.envSource !== undefined && typeof shared.envSource !== 'string') problems.push('envSource');
   if (problems.length) throw new ShareLinkError(`This share link's experiment is incomplete or edited (bad ${problems.join(', ')}). Ask for the link again.`);
   return {
@@ -75,6 +83,8 @@ export function readShareFragment(hash: string): SharedExperiment | null {
     episodes: shared.episodes!,
     seed: shared.seed!,
     loraR: shared.loraR!,
+    ...(shared.loraAlpha !== undefined ? { loraAlpha: shared.loraAlpha } : {}),
+    ...(targets !== undefined ? { loraTargets: targets } : {}),
     ...(shared.envSource !== undefined ? { envSource: shared.envSource } : {}),
   };
 }

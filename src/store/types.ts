@@ -4,9 +4,10 @@
 
 import type { Split } from '../env/types.ts';
 
-export type RunStatus = 'running' | 'paused' | 'finished' | 'failed';
+/** 'stopped': ended by its user before all its episodes were played; its last checkpoint stays, it is not offered for resuming. */
+export type RunStatus = 'running' | 'paused' | 'finished' | 'stopped' | 'failed';
 
-export const RUN_STATUSES: readonly RunStatus[] = ['running', 'paused', 'finished', 'failed'];
+export const RUN_STATUSES: readonly RunStatus[] = ['running', 'paused', 'finished', 'stopped', 'failed'];
 
 export interface Run {
   /** Letters, digits, '.', '_' and '-' (it names a folder in the files store). */

@@ -194,6 +194,39 @@ test('a lost GPU device mid-run is reported, and the run resumes from its last c
   await expect(page.getByTestId('train-log')).toContainText('Resumed from update');
 });
 
+test('Stop ends a run for good after its update, with the LoRA settings it was given; a reload does not offer it again', async ({ page }) => {
+  test.skip(!existsSync(FIXTURE_DIR), `no stories260K fixture at ${FIXTURE_DIR}`);
+  await page.goto('/?model=/fixtures/stories260K/');
+  await expect(page.getByTestId('adapter')).toBeVisible();
+  await page.getByLabel('Environment', { exact: true }).selectOption('tool-use');
+  await page.getByLabel('Algorithm').selectOption('reinforce');
+  await page.getByLabel('Episodes', { exact: true }).fill('16');
+  await page.getByText('REINFORCE settings').click();
+  await page.getByLabel('episodesPerUpdate').fill('2');
+  await page.getByLabel('LoRA rank').fill('4');
+  await page.getByLabel('LoRA alpha').fill('2');
+  await page.getByText(/^LoRA targets/).click();
+  for (const target of ['k_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj']) await page.getByLabel(target).uncheck();
+  await expect(page.getByText('LoRA targets (2 of 7)')).toBeVisible();
+  await page.getByRole('button', { name: 'Train', exact: true }).click();
+  await expect(page.getByTestId('chart-reward')).toHaveAttribute('data-points', '1', { timeout: 300_000 });
+  await page.getByRole('button', { name: 'Stop', exact: true }).click();
+  await expect(page.getByTestId('train-status')).toHaveAttribute('data-status', 'stopped', { timeout: 120_000 });
+  await expect(page.getByTestId('train-status')).toContainText('Stopped');
+  await expect(page.getByTestId('train-log')).toContainText(/Stopped after \d+ of 16 episodes/);
+  // The adapter trained only the chosen projections, at the chosen rank and alpha.
+  const download = page.waitForEvent('download');
+  await page.getByRole('button', { name: 'PEFT adapter (.zip)' }).click();
+  const files = unzipSync(Buffer.concat(await (await (await download).createReadStream()).toArray()));
+  const config = JSON.parse(new TextDecoder().decode(files['adapter_config.json']));
+  expect(config).toMatchObject({ r: 4, lora_alpha: 2 });
+  expect([...config.target_modules].sort()).toEqual(['q_proj', 'v_proj']);
+  await page.reload();
+  await expect(page.getByTestId('adapter')).toBeVisible();
+  await expect(page.locator('#export-run')).toContainText('stopped');
+  await expect(page.getByTestId('resume-offer')).toHaveCount(0);
+});
+
 test('the trajectory browser lists stored episodes, filters them, shows a transcript, and round-trips JSONL', async ({ page }) => {
   test.skip(!existsSync(FIXTURE_DIR), `no stories260K fixture at ${FIXTURE_DIR}`);
   await page.goto('/');
@@ -235,6 +268,9 @@ test('a share link restores the setup in a fresh browser; a cut-short link says 
   await page.locator('#train-seed').fill('9');
   await page.getByText('GRPO settings').click();
   await page.getByLabel('groupSize').fill('6');
+  await page.getByLabel('LoRA alpha').fill('32');
+  await page.getByText(/^LoRA targets/).click();
+  for (const target of ['gate_proj', 'up_proj', 'down_proj']) await page.getByLabel(target).uncheck();
   await page.getByRole('button', { name: 'Share setup' }).click();
   const link = await page.getByLabel('Share link').inputValue();
   expect(link).toContain('#x=');
@@ -249,6 +285,10 @@ test('a share link restores the setup in a fresh browser; a cut-short link says 
   await expect(other.locator('#train-seed')).toHaveValue('9');
   await other.getByText('GRPO settings').click();
   await expect(other.getByLabel('groupSize')).toHaveValue('6');
+  await expect(other.getByLabel('LoRA alpha')).toHaveValue('32');
+  await other.getByText(/^LoRA targets/).click();
+  for (const target of ['q_proj', 'k_proj', 'v_proj', 'o_proj']) await expect(other.getByLabel(target)).toBeChecked();
+  for (const target of ['gate_proj', 'up_proj', 'down_proj']) await expect(other.getByLabel(target)).not.toBeChecked();
   await expect(other.getByLabel('Model location')).toHaveValue(/\/fixtures\/stories260K\/$/);
   await other.screenshot({ path: `${SCREENSHOTS}share-restored.png`, fullPage: true });
 

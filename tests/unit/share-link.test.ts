@@ -24,6 +24,8 @@ describe('share links', () => {
     expect(url.hash.startsWith('#x=')).toBe(true);
     expect(link.length).toBeLessThan(MAX_LINK_LENGTH);
     expect(readShareFragment(url.hash)).toEqual(experiment);
+    const withLora: SharedExperiment = { ...experiment, loraAlpha: 8, loraTargets: ['q_proj', 'v_proj'] };
+    expect(readShareFragment(new URL(shareLink('https://rlplay.example/', withLora)).hash)).toEqual(withLora);
   });
 
   test('a fragment without an experiment is not an error', () => {
@@ -43,5 +45,7 @@ describe('share links', () => {
     const encode = (value: unknown) => `#x=${Buffer.from(deflateSync(strToU8(JSON.stringify(value)))).toString('base64url')}`;
     expect(() => readShareFragment(encode({ ...experiment, v: 99 }))).toThrow(/another version of rlplay \(format 99/);
     expect(() => readShareFragment(encode({ ...experiment, v: 1, episodes: -3, mode: 'dance' }))).toThrow(/bad mode, episodes/);
+    expect(() => readShareFragment(encode({ ...experiment, v: 1, loraAlpha: 0, loraTargets: ['q_proj', 'lm_head'] }))).toThrow(/bad loraAlpha, loraTargets/);
+    expect(() => readShareFragment(encode({ ...experiment, v: 1, loraTargets: [] }))).toThrow(/bad loraTargets/);
   });
 });
