@@ -1,7 +1,7 @@
 // Share links: the whole experiment (model, environment, policy mode, algorithm and its settings,
-// episodes, seed, LoRA rank, alpha and targets) in the URL fragment, as deflated JSON in base64url, so that opening
-// the link restores the setup and the fragment never reaches a server. A link that was cut short
-// or edited fails with a message that says so.
+// episodes, seed, LoRA rank, alpha and targets) in the URL fragment, as deflated JSON in base64url,
+// so that opening the link restores the setup and the fragment never reaches a server. A link that
+// was cut short or edited fails with a message that says so.
 import { deflateSync, inflateSync, strFromU8, strToU8 } from 'fflate';
 import { LORA_TARGETS, type LoraTarget } from '../engine/lora/adapter.ts';
 
