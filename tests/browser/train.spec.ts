@@ -24,6 +24,17 @@ test.beforeEach(({ page }) => {
 
 const points = async (page: Page, chart: string) => Number(await page.getByTestId(chart).getAttribute('data-points'));
 
+/** stories260K on tool-use with REINFORCE, `episodes` episodes, an update every 2: short runs with several checkpoints. */
+async function setUpReinforceRun(page: Page, episodes: number) {
+  await page.goto('/?model=/fixtures/stories260K/');
+  await expect(page.getByTestId('adapter')).toBeVisible();
+  await page.getByLabel('Environment', { exact: true }).selectOption('tool-use');
+  await page.getByLabel('Algorithm').selectOption('reinforce');
+  await page.getByLabel('Episodes', { exact: true }).fill(String(episodes));
+  await page.getByText('REINFORCE settings').click();
+  await page.getByLabel('episodesPerUpdate').fill('2');
+}
+
 test('trains in a Worker: the charts fill, pause and resume, and a reload resumes from the checkpoint', async ({ page }) => {
   test.skip(!existsSync(FIXTURE_DIR), `no stories260K fixture at ${FIXTURE_DIR}`);
   test.setTimeout(900_000);
@@ -166,13 +177,7 @@ test('trains in a Worker: the charts fill, pause and resume, and a reload resume
 test('a lost GPU device mid-run is reported, and the run resumes from its last checkpoint', async ({ page, browser }) => {
   test.skip(!existsSync(FIXTURE_DIR), `no stories260K fixture at ${FIXTURE_DIR}`);
   test.setTimeout(600_000);
-  await page.goto('/?model=/fixtures/stories260K/');
-  await expect(page.getByTestId('adapter')).toBeVisible();
-  await page.getByLabel('Environment', { exact: true }).selectOption('tool-use');
-  await page.getByLabel('Algorithm').selectOption('reinforce');
-  await page.getByLabel('Episodes', { exact: true }).fill('8');
-  await page.getByText('REINFORCE settings').click();
-  await page.getByLabel('episodesPerUpdate').fill('2');
+  await setUpReinforceRun(page, 8);
   await page.getByRole('button', { name: 'Train', exact: true }).click();
   await expect(page.getByTestId('chart-reward')).toHaveAttribute('data-points', '1', { timeout: 300_000 });
   // Chromium's GPU process dies, as on a driver reset: every device of the browser is lost.
@@ -196,13 +201,7 @@ test('a lost GPU device mid-run is reported, and the run resumes from its last c
 
 test('Stop ends a run for good after its update, with the LoRA settings it was given; a reload does not offer it again', async ({ page }) => {
   test.skip(!existsSync(FIXTURE_DIR), `no stories260K fixture at ${FIXTURE_DIR}`);
-  await page.goto('/?model=/fixtures/stories260K/');
-  await expect(page.getByTestId('adapter')).toBeVisible();
-  await page.getByLabel('Environment', { exact: true }).selectOption('tool-use');
-  await page.getByLabel('Algorithm').selectOption('reinforce');
-  await page.getByLabel('Episodes', { exact: true }).fill('16');
-  await page.getByText('REINFORCE settings').click();
-  await page.getByLabel('episodesPerUpdate').fill('2');
+  await setUpReinforceRun(page, 16);
   await page.getByLabel('LoRA rank').fill('4');
   await page.getByLabel('LoRA alpha').fill('2');
   await page.getByText(/^LoRA targets/).click();
