@@ -71,7 +71,10 @@ export default defineConfig({
   preview: { host: '127.0.0.1' },
   build: { target: 'es2022' },
   optimizeDeps: {
-    // The test harness is only reached through the dev server; scan it too so its deps are prebundled.
-    entries: ['index.html', 'tests/browser/harness.html'],
+    // The test harness is only reached through the dev server, and the scan does not follow
+    // `new Worker(new URL(...))`: scan both too, so that their deps are prebundled up front. A dep
+    // found only when a worker first loads (onnx-proto, in the training Worker) makes Vite
+    // re-optimise mid-session, and pages opened meanwhile fail to load their modules.
+    entries: ['index.html', 'tests/browser/harness.html', 'src/app/training/worker.ts'],
   },
 });
