@@ -17,9 +17,11 @@
 // (prefix, segment) pair of u32 per query row r = b*T + t, at keyMask[B*maskLen + 2r ..]. The query then
 // sees only the slots s < prefix and segment <= s <= its own slot (still only real ones, and always
 // itself); it skips the slots [prefix, segment) without reading them. With tree = 0 nothing more is read.
-// One invocation per (b, t, h); it streams the keys once with an online softmax. The head dimension
-// is a constant because function-scope arrays need one: the engine specialises it per model
-// by replacing the line below before compiling.
+// One invocation per (b, t, h); it streams the keys once with an online softmax. A head's vectors
+// live in HEAD_DIM / 4 vec4 variables rather than arrays: lines marked `// each vec4` are written
+// once per vec4 by the engine (src/engine/gpu/kernels.ts), `$` replaced by 0, 1, 2, ...; it also
+// sets HEAD_DIM (a multiple of 4) to the model's head dimension. Compilers keep such variables in
+// registers, where arrays indexed in a loop go to memory on CPU adapters (3x slower on SwiftShader).
 
 const HEAD_DIM: u32 = 64u;
 
@@ -42,11 +44,11 @@ struct Cursor {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> qkv: array<f32>;
-@group(0) @binding(2) var<storage, read> kCache: array<f32>;
-@group(0) @binding(3) var<storage, read> vCache: array<f32>;
+@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> kCache: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> vCache: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> keyMask: array<u32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(6) var<uniform> cursor: Cursor;
 @group(0) @binding(7) var<storage, read_write> lse: array<f32>;
 
@@ -64,14 +66,11 @@ fn attention(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgro
   let t = r % p.T;
   let kvHead = h / (p.H / p.Hk);
   let slot = cursor.slot0 + t;
-  let qkvStride = (p.H + 2u * p.Hk) * HEAD_DIM;
-
-  var q: array<f32, HEAD_DIM>;
-  var acc: array<f32, HEAD_DIM>;
-  for (var d = 0u; d < HEAD_DIM; d++) {
-    q[d] = qkv[r * qkvStride + h * HEAD_DIM + d] * p.scale;
-    acc[d] = 0.0;
-  }
+  // vec4 indices: HEAD_DIM / 4 per head
+  let V4 = HEAD_DIM / 4u;
+  let qBase = r * (p.H + 2u * p.Hk) * V4 + h * V4;
+  let q$ = qkv[qBase + $u] * p.scale; // each vec4
+  var acc$ = vec4<f32>(0.0); // each vec4
   var runningMax = -3.0e38;
   var denominator = 0.0;
   let cacheBase = (b * p.Hk + kvHead) * p.S;
@@ -91,23 +90,17 @@ fn attention(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgro
     if (!real) {
       continue;
     }
-    let kBase = (cacheBase + s) * HEAD_DIM;
+    let kBase = (cacheBase + s) * V4;
     var score = 0.0;
-    for (var d = 0u; d < HEAD_DIM; d++) {
-      score += q[d] * kCache[kBase + d];
-    }
+    score += dot(q$, kCache[kBase + $u]); // each vec4
     let newMax = max(runningMax, score);
     let correction = exp(runningMax - newMax);
     let weight = exp(score - newMax);
     denominator = denominator * correction + weight;
-    for (var d = 0u; d < HEAD_DIM; d++) {
-      acc[d] = acc[d] * correction + weight * vCache[kBase + d];
-    }
+    acc$ = acc$ * correction + weight * vCache[kBase + $u]; // each vec4
     runningMax = newMax;
   }
-  let outBase = r * p.H * HEAD_DIM + h * HEAD_DIM;
-  for (var d = 0u; d < HEAD_DIM; d++) {
-    out[outBase + d] = acc[d] / denominator;
-  }
+  let outBase = (r * p.H + h) * V4;
+  out[outBase + $u] = acc$ / denominator; // each vec4
   lse[index] = runningMax + log(denominator);
 }

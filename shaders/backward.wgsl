@@ -8,7 +8,7 @@
 //                          dx = rs * w * dy - x * rs^3 / C * sum_c(w dy x)
 //                        accumulate = 1 adds into dx (the residual-stream gradient) instead of overwriting.
 //                        rs (each row's 1/rms) is written for rmsnorm_weight_grad. dx must not alias dy.
-//                        One workgroup of 64 per row (row = wg.x + wg.y * num_workgroups.x).
+//                        LANES invocations per row (rows.wgsl).
 // rmsnorm_weight_grad    dw[c] (+)= sum_r dy[r, c] * x[r, c] * rs[r], with rs [R] from rmsnorm_backward.
 //                        One invocation per column c, looping over the rows.
 // silu_mul_backward      forward out[r, j] = silu(g) * u with g = gateUp[r, j], u = gateUp[r, F + j].
@@ -50,7 +50,7 @@
 //                        gEntropy [R] = dL/d entropy  ->  dlogits [R, V] (overwritten), with p = softmax(row)
 //                        and H its entropy:
 //                          dlogits = gLogprob * (onehot(target) - p) - gEntropy * p * (log p + H)
-//                        A row without a target has only the entropy term. One workgroup of 64 per row.
+//                        A row without a target has only the entropy term. LANES invocations per row (rows.wgsl).
 // embedding_backward     forward x[r, :] = table[ids[r], :] (gather_rows). ids [R] u32, dx [R, C]  ->
 //                        dtable [V, C], the rows row0 .. row0+V-1 of the table's gradient:
 //                          dtable[v, c] (+)= sum over the rows r with ids[r] == row0 + v of dx[r, c]
@@ -60,44 +60,11 @@
 //                        each invocation adds its columns c = lid, lid + 64, ... of dx's row. Every element of
 //                        dtable belongs to one invocation, so no atomics are needed.
 //
-// HEAD_DIM sizes the per-invocation arrays of the attention kernels; the engine replaces the line
-// below with the model's head dimension before compiling, as for attention.wgsl.
+// The attention kernels hold a head's vectors in vec4 variables, lines marked `// each vec4` written
+// once per vec4 with `$` as its index, and HEAD_DIM set to the model's head dimension, all by the
+// engine before compiling, as for attention.wgsl.
 
 const HEAD_DIM: u32 = 64u;
-const WG: u32 = 64u;
-
-var<workgroup> partial: array<vec2<f32>, WG>;
-
-/** Sum over the workgroup of each invocation's `value`; every invocation gets the total. */
-fn reduce_sum(lid: u32, value: vec2<f32>) -> vec2<f32> {
-  partial[lid] = value;
-  workgroupBarrier();
-  for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-    if (lid < stride) {
-      partial[lid] += partial[lid + stride];
-    }
-    workgroupBarrier();
-  }
-  let result = partial[0];
-  workgroupBarrier(); // everyone has read partial[0] before it is reused
-  return result;
-}
-
-/** Maximum over the workgroup of each invocation's `value`; every invocation gets it. */
-fn reduce_max(lid: u32, value: f32) -> f32 {
-  partial[lid].x = value;
-  workgroupBarrier();
-  for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-    if (lid < stride) {
-      partial[lid].x = max(partial[lid].x, partial[lid + stride].x);
-    }
-    workgroupBarrier();
-  }
-  let result = partial[0].x;
-  workgroupBarrier();
-  return result;
-}
-
 // ---- rmsnorm_backward ---------------------------------------------------------------------------
 
 struct NormParams {
@@ -117,22 +84,23 @@ struct NormParams {
 @compute @workgroup_size(WG)
 fn rmsnorm_backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                     @builtin(local_invocation_index) lid: u32) {
-  let row = wg.x + wg.y * nwg.x;
+  let at = row_of(wg, nwg, lid);
+  let row = min(at.x, normParams.R - 1u); // rows past the end redo the last row and store nothing
   let C = normParams.C;
-  if (row >= normParams.R) {
-    return; // uniform across the workgroup
-  }
   let base = row * C;
   // (sum x^2, sum w dy x) in one reduction
   var sums = vec2<f32>(0.0, 0.0);
-  for (var c = lid; c < C; c += WG) {
+  for (var c = at.y; c < C; c += LANES) {
     let x = normX[base + c];
     sums += vec2<f32>(x * x, normWeight[c] * normDy[base + c] * x);
   }
-  let total = reduce_sum(lid, sums);
+  let total = row_sum2(lid, sums);
+  if (at.x >= normParams.R) {
+    return;
+  }
   let rs = inverseSqrt(total.x / f32(C) + normParams.eps);
   let correction = total.y * rs * rs * rs / f32(C);
-  for (var c = lid; c < C; c += WG) {
+  for (var c = at.y; c < C; c += LANES) {
     let g = rs * normWeight[c] * normDy[base + c] - normX[base + c] * correction;
     if (normParams.accumulate != 0u) {
       normDx[base + c] += g;
@@ -140,7 +108,7 @@ fn rmsnorm_backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroup
       normDx[base + c] = g;
     }
   }
-  if (lid == 0u) {
+  if (at.y == 0u) {
     normRs[row] = rs;
   }
 }
@@ -261,15 +229,15 @@ struct AttentionParams {
 }
 
 @group(0) @binding(0) var<uniform> attnParams: AttentionParams;
-@group(0) @binding(1) var<storage, read> attnQkv: array<f32>;
-@group(0) @binding(2) var<storage, read> attnK: array<f32>;
-@group(0) @binding(3) var<storage, read> attnV: array<f32>;
+@group(0) @binding(1) var<storage, read> attnQkv: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> attnK: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> attnV: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> attnKeyMask: array<u32>;
-@group(0) @binding(5) var<storage, read> attnDout: array<f32>;
+@group(0) @binding(5) var<storage, read> attnDout: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read> attnLse: array<f32>;
 // delta: written by the query kernel, read by the key kernel
 @group(0) @binding(7) var<storage, read_write> attnDelta: array<f32>;
-@group(0) @binding(8) var<storage, read_write> attnDqkv: array<f32>;
+@group(0) @binding(8) var<storage, read_write> attnDqkv: array<vec4<f32>>;
 
 /** Whether key slot s of sequence b is a real token (padding keys are seen only by their own query). */
 fn key_is_real(b: u32, s: u32) -> bool {
@@ -294,18 +262,14 @@ fn attention_backward_query(@builtin(global_invocation_id) gid: vec3<u32>, @buil
   let b = r / attnParams.T;
   let t = r % attnParams.T;
   let kvHead = h / (H / attnParams.Hk);
-  let qBase = r * (H + 2u * attnParams.Hk) * HEAD_DIM + h * HEAD_DIM;
-
-  var q: array<f32, HEAD_DIM>;
-  var dout: array<f32, HEAD_DIM>;
-  var weightedK: array<f32, HEAD_DIM>; // sum_s p a k_s
-  var probK: array<f32, HEAD_DIM>; // sum_s p k_s
-  for (var d = 0u; d < HEAD_DIM; d++) {
-    q[d] = attnQkv[qBase + d];
-    dout[d] = attnDout[index * HEAD_DIM + d];
-    weightedK[d] = 0.0;
-    probK[d] = 0.0;
-  }
+  // vec4 indices: HEAD_DIM / 4 per head
+  let V4 = HEAD_DIM / 4u;
+  let qBase = r * (H + 2u * attnParams.Hk) * V4 + h * V4;
+  let q$ = attnQkv[qBase + $u]; // each vec4
+  let dout$ = attnDout[index * V4 + $u]; // each vec4
+  // weightedK = sum_s p a k_s, probK = sum_s p k_s
+  var weightedK$ = vec4<f32>(0.0); // each vec4
+  var probK$ = vec4<f32>(0.0); // each vec4
   let lse = attnLse[index];
   var delta = 0.0;
   let cacheBase = (b * attnParams.Hk + kvHead) * attnParams.S;
@@ -321,24 +285,18 @@ fn attention_backward_query(@builtin(global_invocation_id) gid: vec3<u32>, @buil
     if (!(s == t || key_is_real(b, s))) {
       continue;
     }
-    let kvBase = (cacheBase + s) * HEAD_DIM;
+    let kvBase = (cacheBase + s) * V4;
+    let k$ = attnK[kvBase + $u]; // each vec4
     var score = 0.0;
     var a = 0.0;
-    for (var d = 0u; d < HEAD_DIM; d++) {
-      score += q[d] * attnK[kvBase + d];
-      a += dout[d] * attnV[kvBase + d];
-    }
+    score += dot(q$, k$); // each vec4
+    a += dot(dout$, attnV[kvBase + $u]); // each vec4
     let prob = exp(attnParams.scale * score - lse);
     delta += prob * a;
-    for (var d = 0u; d < HEAD_DIM; d++) {
-      let k = attnK[kvBase + d];
-      weightedK[d] += prob * a * k;
-      probK[d] += prob * k;
-    }
+    weightedK$ += prob * a * k$; // each vec4
+    probK$ += prob * k$; // each vec4
   }
-  for (var d = 0u; d < HEAD_DIM; d++) {
-    attnDqkv[qBase + d] = attnParams.scale * (weightedK[d] - delta * probK[d]);
-  }
+  attnDqkv[qBase + $u] = attnParams.scale * (weightedK$ - delta * probK$); // each vec4
   attnDelta[index] = delta;
 }
 
@@ -356,19 +314,14 @@ fn attention_backward_key(@builtin(global_invocation_id) gid: vec3<u32>, @builti
   let b = keyRow / T;
   let s = keyRow % T;
   let group = H / Hk;
-  let qkvStride = (H + 2u * Hk) * HEAD_DIM;
-  let kvBase = ((b * Hk + kvHead) * attnParams.S + s) * HEAD_DIM;
-
-  var k: array<f32, HEAD_DIM>;
-  var v: array<f32, HEAD_DIM>;
-  var dk: array<f32, HEAD_DIM>;
-  var dv: array<f32, HEAD_DIM>;
-  for (var d = 0u; d < HEAD_DIM; d++) {
-    k[d] = attnK[kvBase + d];
-    v[d] = attnV[kvBase + d];
-    dk[d] = 0.0;
-    dv[d] = 0.0;
-  }
+  // vec4 indices: HEAD_DIM / 4 per head
+  let V4 = HEAD_DIM / 4u;
+  let qkvStride = (H + 2u * Hk) * V4;
+  let kvBase = ((b * Hk + kvHead) * attnParams.S + s) * V4;
+  let k$ = attnK[kvBase + $u]; // each vec4
+  let v$ = attnV[kvBase + $u]; // each vec4
+  var dk$ = vec4<f32>(0.0); // each vec4
+  var dv$ = vec4<f32>(0.0); // each vec4
   // every later query sees a real key; a padding key is seen only by the query at its own slot
   let lastQuery = select(s, T - 1u, key_is_real(b, s));
   for (var t = s; t <= lastQuery; t++) {
@@ -380,29 +333,25 @@ fn attention_backward_key(@builtin(global_invocation_id) gid: vec3<u32>, @builti
       }
     }
     for (var h = kvHead * group; h < (kvHead + 1u) * group; h++) {
-      let qBase = r * qkvStride + h * HEAD_DIM;
+      let qBase = r * qkvStride + h * V4;
       let at = r * H + h;
-      let doutBase = at * HEAD_DIM;
+      let doutBase = at * V4;
+      let q$ = attnQkv[qBase + $u]; // each vec4
+      let dout$ = attnDout[doutBase + $u]; // each vec4
       var score = 0.0;
       var a = 0.0;
-      for (var d = 0u; d < HEAD_DIM; d++) {
-        score += attnQkv[qBase + d] * k[d];
-        a += attnDout[doutBase + d] * v[d];
-      }
+      score += dot(q$, k$); // each vec4
+      a += dot(dout$, v$); // each vec4
       let prob = exp(attnParams.scale * score - attnLse[at]);
       let dS = prob * (a - attnDelta[at]);
-      for (var d = 0u; d < HEAD_DIM; d++) {
-        dk[d] += dS * attnQkv[qBase + d];
-        dv[d] += prob * attnDout[doutBase + d];
-      }
+      dk$ += dS * q$; // each vec4
+      dv$ += prob * dout$; // each vec4
     }
   }
-  let kOut = keyRow * qkvStride + (H + kvHead) * HEAD_DIM;
-  let vOut = keyRow * qkvStride + (H + Hk + kvHead) * HEAD_DIM;
-  for (var d = 0u; d < HEAD_DIM; d++) {
-    attnDqkv[kOut + d] = attnParams.scale * dk[d];
-    attnDqkv[vOut + d] = dv[d];
-  }
+  let kOut = keyRow * qkvStride + (H + kvHead) * V4;
+  let vOut = keyRow * qkvStride + (H + Hk + kvHead) * V4;
+  attnDqkv[kOut + $u] = attnParams.scale * dk$; // each vec4
+  attnDqkv[vOut + $u] = dv$; // each vec4
 }
 
 // ---- logits_backward ----------------------------------------------------------------------------
@@ -424,31 +373,32 @@ struct LogitsParams {
 @compute @workgroup_size(WG)
 fn logits_backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                    @builtin(local_invocation_index) lid: u32) {
-  let row = wg.x + wg.y * nwg.x;
+  let at = row_of(wg, nwg, lid);
+  let row = min(at.x, logitsParams.R - 1u); // rows past the end redo the last row and store nothing
   let V = logitsParams.V;
-  if (row >= logitsParams.R) {
-    return; // uniform across the workgroup
-  }
   let base = row * V;
   var localMax = -3.0e38;
-  for (var v = lid; v < V; v += WG) {
+  for (var v = at.y; v < V; v += LANES) {
     localMax = max(localMax, logits[base + v]);
   }
-  let rowMax = reduce_max(lid, localMax);
+  let rowMax = row_max(lid, localMax);
   // (sum e^(l - max), sum e^(l - max) (l - max)) for the normaliser and the entropy
   var sums = vec2<f32>(0.0, 0.0);
-  for (var v = lid; v < V; v += WG) {
+  for (var v = at.y; v < V; v += LANES) {
     let shifted = logits[base + v] - rowMax;
     let e = exp(shifted);
     sums += vec2<f32>(e, e * shifted);
   }
-  let total = reduce_sum(lid, sums);
+  let total = row_sum2(lid, sums);
+  if (at.x >= logitsParams.R) {
+    return;
+  }
   let logZ = log(total.x);
   let entropy = logZ - total.y / total.x;
   let wanted = logitsTargets[row];
   let gLp = select(0.0, gLogprob[row], wanted >= 0);
   let gH = gEntropy[row];
-  for (var v = lid; v < V; v += WG) {
+  for (var v = at.y; v < V; v += LANES) {
     let logp = logits[base + v] - rowMax - logZ;
     let prob = exp(logp);
     dlogits[base + v] = select(0.0, gLp, i32(v) == wanted) - gLp * prob - gH * prob * (logp + entropy);

@@ -1,8 +1,9 @@
 // RMSNorm, as in Llama and Qwen2:  y[r, c] = x[r, c] / sqrt(mean_c(x[r, :]^2) + eps) * weight[c]
 //
 // Shapes (f32, row-major): x [R, C], weight [C], y [R, C].
-// One workgroup of 64 invocations per row; rows are numbered across a 2-D grid of workgroups
-// (row = wg.x + wg.y * num_workgroups.x) so that R may exceed 65535.
+// LANES invocations share a row (rows.wgsl): 64 on GPUs, 1 on CPU adapters, where workgroup
+// barriers are slow. Rows are numbered across a 2-D grid of workgroups so that R may exceed
+// 65535 * 64 / LANES.
 
 struct Params {
   R: u32,
@@ -16,32 +17,22 @@ struct Params {
 @group(0) @binding(2) var<storage, read> weight: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 
-const WG: u32 = 64u;
-var<workgroup> partial: array<f32, WG>;
-
 @compute @workgroup_size(WG)
 fn rmsnorm(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
            @builtin(local_invocation_index) lid: u32) {
-  let row = wg.x + wg.y * nwg.x;
-  if (row >= p.R) {
-    return; // uniform across the workgroup, so no barrier is skipped by only some invocations
-  }
+  let at = row_of(wg, nwg, lid);
+  let row = min(at.x, p.R - 1u); // rows past the end redo the last row and store nothing
   let base = row * p.C;
   var sum = 0.0;
-  for (var c = lid; c < p.C; c += WG) {
+  for (var c = at.y; c < p.C; c += LANES) {
     let v = x[base + c];
     sum += v * v;
   }
-  partial[lid] = sum;
-  workgroupBarrier();
-  for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-    if (lid < stride) {
-      partial[lid] += partial[lid + stride];
-    }
-    workgroupBarrier();
+  let scale = inverseSqrt(row_sum(lid, sum) / f32(p.C) + p.eps);
+  if (at.x >= p.R) {
+    return;
   }
-  let scale = inverseSqrt(partial[0] / f32(p.C) + p.eps);
-  for (var c = lid; c < p.C; c += WG) {
+  for (var c = at.y; c < p.C; c += LANES) {
     y[base + c] = x[base + c] * scale * weight[c];
   }
 }

@@ -44,7 +44,7 @@ export class BackwardOps {
    */
   rmsnormBackward(x: Binding, weight: Binding, dy: Binding, dx: Binding, rs: Binding, s: { R: number; C: number; eps: number; accumulate?: boolean }): Dispatch {
     const params = this.uniform('rmsnorm backward', [s.R, s.C, { f32: s.eps }, s.accumulate ? 1 : 0]);
-    return this.kernels.dispatch('rmsnorm_backward', [params, x, weight, dy, dx, rs], grid(s.R, 1));
+    return this.kernels.dispatch('rmsnorm_backward', [params, x, weight, dy, dx, rs], grid(s.R, this.kernels.rowsPerWorkgroup));
   }
 
   /** dweight [C] (+)= sum_r dy[r, :] * x[r, :] * rs[r], with rs [R] written by rmsnormBackward. */
@@ -88,7 +88,7 @@ export class BackwardOps {
    * H its entropy; targets [R] i32 (< 0: no target, entropy term only), gLogprob and gEntropy [R].
    */
   logitsBackward(logits: Binding, targets: Binding, gLogprob: Binding, gEntropy: Binding, dlogits: Binding, R: number, V: number): Dispatch {
-    return this.kernels.dispatch('logits_backward', [this.uniform('logits backward', [R, V]), logits, targets, gLogprob, gEntropy, dlogits], grid(R, 1));
+    return this.kernels.dispatch('logits_backward', [this.uniform('logits backward', [R, V]), logits, targets, gLogprob, gEntropy, dlogits], grid(R, this.kernels.rowsPerWorkgroup));
   }
 
   /**

@@ -138,7 +138,7 @@ export class GpuModel {
   ) {
     const device = gpu.device;
     const { hiddenSize: C, numHeads: H, numKvHeads: Hk, headDim: D, intermediateSize: F, vocabSize: V } = config;
-    this.kernels = new Kernels(device, D);
+    this.kernels = new Kernels(device, D, gpu.cpu ? 1 : 64);
     const tied = weights.lmHead === weights.embedding;
     this.names = {
       embedding: nameOf(weights.embedding),

@@ -105,7 +105,7 @@ export class OpBuilder {
 
   /** y = RMSNorm(x) * weight, x and y [R, C]. */
   rmsnorm(x: GPUBuffer | GPUBufferBinding, weight: Binding, y: GPUBuffer | GPUBufferBinding, R: number, C: number, eps: number): Dispatch {
-    return this.kernels.dispatch('rmsnorm', [this.uniform('rmsnorm', [R, C, { f32: eps }]), x, weight, y], grid(R, 1));
+    return this.kernels.dispatch('rmsnorm', [this.uniform('rmsnorm', [R, C, { f32: eps }]), x, weight, y], grid(R, this.kernels.rowsPerWorkgroup));
   }
 
   /** RoPE on the q and k heads of qkv [B*T, (H+2Hk)*D]; k and v stored at cache slots cursor.slot0 + t. */
@@ -156,7 +156,7 @@ export class OpBuilder {
 
   /** Per-row log-probability of targets[r] (i32, < 0 for none) and entropy, from logits [R, V]. */
   tokenLogprobs(logits: GPUBuffer | GPUBufferBinding, targets: GPUBuffer | GPUBufferBinding, logprob: GPUBuffer | GPUBufferBinding, entropy: GPUBuffer | GPUBufferBinding, R: number, V: number): Dispatch {
-    return this.kernels.dispatch('token_logprobs', [this.uniform('logprobs', [R, V]), logits, targets, logprob, entropy], grid(R, 1));
+    return this.kernels.dispatch('token_logprobs', [this.uniform('logprobs', [R, V]), logits, targets, logprob, entropy], grid(R, this.kernels.rowsPerWorkgroup));
   }
 
   /** One token per row of logits [B, V] into ids [B] and its log-probability into logprobs [B]. */

@@ -11,15 +11,15 @@ import * as bwd from '../../src/engine/reference/backward.ts';
 import * as ref from '../../src/engine/reference/ops.ts';
 import { assert, assertClose, maxAbsDiff, randomArray, seededRandom } from './assert.ts';
 import { cursorBuffer, paddingMask, queryColumns, randomRopeTable, run } from './gpu-cases.ts';
-import type { GpuCheck } from './kernel-checks.ts';
+import { type GpuCheck, withRowLanes } from './kernel-checks.ts';
 
 export interface ReferenceCheck {
   name: string;
   run(): void;
 }
 
-async function withOps(gpu: GpuContext, headDim: number, body: (ops: BackwardOps, forward: OpBuilder) => Promise<void>): Promise<void> {
-  const kernels = new Kernels(gpu.device, headDim);
+async function withOps(gpu: GpuContext, headDim: number, body: (ops: BackwardOps, forward: OpBuilder) => Promise<void>, rowLanes: 1 | 64 = 64): Promise<void> {
+  const kernels = new Kernels(gpu.device, headDim, rowLanes);
   const ops = new BackwardOps(kernels);
   const forward = new OpBuilder(kernels);
   try {
@@ -52,10 +52,10 @@ function packedGradient(g: { dq: ArrayLike<number>; dk: ArrayLike<number>; dv: A
 }
 
 const rmsnormBackwardCheck: GpuCheck = {
-  name: 'rmsnorm_backward and rmsnorm_weight_grad: overwrite and accumulate',
+  name: 'rmsnorm_backward and rmsnorm_weight_grad: overwrite and accumulate, with 64 and with 1 invocation per row',
   async run(gpu) {
     const random = seededRandom(101);
-    for (const { R, C } of [{ R: 1, C: 8 }, { R: 5, C: 37 }, { R: 70, C: 130 }]) {
+    for (const { R, C, lanes } of withRowLanes([{ R: 1, C: 8 }, { R: 5, C: 37 }, { R: 70, C: 130 }])) {
       for (const accumulate of [false, true]) {
         await withOps(gpu, 8, async (ops) => {
           const eps = 1e-5;
@@ -74,12 +74,12 @@ const rmsnormBackwardCheck: GpuCheck = {
             ops.rmsnormWeightGrad(xGpu, dyGpu, rsGpu, dwGpu, { R, C, accumulate }),
           ]);
           const expected = bwd.rmsnormBackward(x, weight, dy, R, C, eps);
-          const what = `R=${R} C=${C} accumulate=${accumulate}`;
+          const what = `R=${R} C=${C} accumulate=${accumulate} lanes=${lanes}`;
           assertClose(await readFloat32(gpu.device, rsGpu, R), expected.rs, `rs ${what}`, 1e-5, 1e-5);
           const plus = (base: Float32Array, add: Float64Array) => (accumulate ? add.map((v, i) => v + base[i]) : add);
           assertClose(await readFloat32(gpu.device, dxGpu, R * C), plus(dx0, expected.dx), `dx ${what}`, 1e-5, 1e-5);
           assertClose(await readFloat32(gpu.device, dwGpu, C), plus(dw0, expected.dweight), `dweight ${what}`, 1e-5, 1e-5);
-        });
+        }, lanes);
       }
     }
   },
@@ -309,10 +309,10 @@ const attentionChainCheck: GpuCheck = {
 };
 
 const logitsBackwardCheck: GpuCheck = {
-  name: 'logits_backward: logprob and entropy gradients, rows without a target, a bound row range',
+  name: 'logits_backward: logprob and entropy gradients, rows without a target, a bound row range, with 64 and with 1 invocation per row',
   async run(gpu) {
     const random = seededRandom(106);
-    for (const { R, V } of [{ R: 6, V: 301 }, { R: 3, V: 40 }]) {
+    for (const { R, V, lanes } of withRowLanes([{ R: 6, V: 301 }, { R: 70, V: 40 }])) {
       await withOps(gpu, 8, async (ops) => {
         const logits = randomArray(random, R * V, 8);
         const targets = Int32Array.from({ length: R }, (_, r) => (r === 1 ? -1 : r === 2 ? V - 1 : Math.floor(random() * V)));
@@ -321,8 +321,8 @@ const logitsBackwardCheck: GpuCheck = {
         const dGpu = storageFrom(gpu.device, randomArray(random, R * V), 'dlogits');
         const inputs = [logits, targets, gLogprob, gEntropy].map((data) => storageFrom(gpu.device, data, 'input'));
         run(gpu, [ops.logitsBackward(inputs[0], inputs[1], inputs[2], inputs[3], dGpu, R, V)]);
-        assertClose(await readFloat32(gpu.device, dGpu, R * V), bwd.logitsBackward(logits, targets, gLogprob, gEntropy, R, V), `dlogits R=${R} V=${V}`, 1e-5, 1e-5);
-      });
+        assertClose(await readFloat32(gpu.device, dGpu, R * V), bwd.logitsBackward(logits, targets, gLogprob, gEntropy, R, V), `dlogits R=${R} V=${V} lanes=${lanes}`, 1e-5, 1e-5);
+      }, lanes);
     }
     // Rows 64..69 of 70, bound at an offset (offsets must be multiples of 256 bytes, so 64 rows of the
     // per-row arrays); rows outside the range must stay as they were.

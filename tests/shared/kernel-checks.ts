@@ -15,8 +15,16 @@ export interface GpuCheck {
   run(gpu: GpuContext): Promise<void>;
 }
 
-async function withOps(gpu: GpuContext, headDim: number, body: (ops: OpBuilder) => Promise<void>): Promise<void> {
-  const ops = new OpBuilder(new Kernels(gpu.device, headDim));
+/** Both ways the row-reduction kernels run (rows.wgsl): 64 invocations per row on GPUs, 1 on CPU adapters. */
+export const ROW_LANES = [64, 1] as const;
+
+/** Each case once per ROW_LANES setting. */
+export function withRowLanes<T extends object>(cases: T[]): (T & { lanes: 1 | 64 })[] {
+  return ROW_LANES.flatMap((lanes) => cases.map((c) => ({ ...c, lanes })));
+}
+
+async function withOps(gpu: GpuContext, headDim: number, body: (ops: OpBuilder) => Promise<void>, rowLanes: 1 | 64 = 64): Promise<void> {
+  const ops = new OpBuilder(new Kernels(gpu.device, headDim, rowLanes));
   try {
     await body(ops);
   } finally {
@@ -98,17 +106,17 @@ const gradientMatmulCheck: GpuCheck = {
 };
 
 const rmsnormCheck: GpuCheck = {
-  name: 'rmsnorm',
+  name: 'rmsnorm, with 64 and with 1 invocation per row',
   async run(gpu) {
     const random = seededRandom(2);
-    for (const { R, C } of [{ R: 1, C: 8 }, { R: 5, C: 37 }, { R: 70, C: 130 }]) {
+    for (const { R, C, lanes } of withRowLanes([{ R: 1, C: 8 }, { R: 5, C: 37 }, { R: 70, C: 130 }])) {
       await withOps(gpu, 8, async (ops) => {
         const x = randomArray(random, R * C, 3);
         const weight = randomArray(random, C);
         const yGpu = storageBuffer(gpu.device, R * C * 4, 'y');
         run(gpu, [ops.rmsnorm(storageFrom(gpu.device, x, 'x'), storageFrom(gpu.device, weight, 'w'), yGpu, R, C, 1e-5)]);
-        assertClose(await readFloat32(gpu.device, yGpu, R * C), ref.rmsnorm(x, weight, R, C, 1e-5), `rmsnorm R=${R} C=${C}`, 1e-5, 1e-5);
-      });
+        assertClose(await readFloat32(gpu.device, yGpu, R * C), ref.rmsnorm(x, weight, R, C, 1e-5), `rmsnorm R=${R} C=${C} lanes=${lanes}`, 1e-5, 1e-5);
+      }, lanes);
     }
   },
 };
@@ -209,21 +217,22 @@ const siluCheck: GpuCheck = {
 };
 
 const logprobsCheck: GpuCheck = {
-  name: 'token_logprobs: log-probabilities of targets and entropies',
+  name: 'token_logprobs: log-probabilities of targets and entropies, with 64 and with 1 invocation per row',
   async run(gpu) {
     const random = seededRandom(7);
-    const R = 6, V = 301;
-    await withOps(gpu, 8, async (ops) => {
-      const logits = randomArray(random, R * V, 8);
-      const targets = Int32Array.from([0, 300, 17, -1, 150, 42]);
-      const logprobGpu = storageBuffer(gpu.device, R * 4, 'lp');
-      const entropyGpu = storageBuffer(gpu.device, R * 4, 'h');
-      run(gpu, [ops.tokenLogprobs(storageFrom(gpu.device, logits, 'logits'), storageFrom(gpu.device, targets, 't'), logprobGpu, entropyGpu, R, V)]);
-      const rows = Array.from({ length: R }, (_, r) => logits.subarray(r * V, (r + 1) * V));
-      const expectedLogprob = rows.map((row, r) => (targets[r] < 0 ? 0 : ref.logSoftmax(row)[targets[r]]));
-      assertClose(await readFloat32(gpu.device, logprobGpu, R), expectedLogprob, 'logprobs', 1e-5, 1e-5);
-      assertClose(await readFloat32(gpu.device, entropyGpu, R), rows.map(ref.entropy), 'entropies', 1e-5, 1e-5);
-    });
+    for (const { R, V, lanes } of withRowLanes([{ R: 6, V: 301 }, { R: 70, V: 40 }])) {
+      await withOps(gpu, 8, async (ops) => {
+        const logits = randomArray(random, R * V, 8);
+        const targets = Int32Array.from({ length: R }, (_, r) => (r === 3 ? -1 : r === 1 ? V - 1 : Math.floor(random() * V)));
+        const logprobGpu = storageBuffer(gpu.device, R * 4, 'lp');
+        const entropyGpu = storageBuffer(gpu.device, R * 4, 'h');
+        run(gpu, [ops.tokenLogprobs(storageFrom(gpu.device, logits, 'logits'), storageFrom(gpu.device, targets, 't'), logprobGpu, entropyGpu, R, V)]);
+        const rows = Array.from({ length: R }, (_, r) => logits.subarray(r * V, (r + 1) * V));
+        const expectedLogprob = rows.map((row, r) => (targets[r] < 0 ? 0 : ref.logSoftmax(row)[targets[r]]));
+        assertClose(await readFloat32(gpu.device, logprobGpu, R), expectedLogprob, `logprobs R=${R} lanes=${lanes}`, 1e-5, 1e-5);
+        assertClose(await readFloat32(gpu.device, entropyGpu, R), rows.map(ref.entropy), `entropies R=${R} lanes=${lanes}`, 1e-5, 1e-5);
+      }, lanes);
+    }
   },
 };
 

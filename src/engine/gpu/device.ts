@@ -7,6 +7,8 @@ export interface GpuContext {
   adapterName: string;
   /** Largest buffer the engine binds at once; bigger weights are split into row chunks. */
   maxBindingBytes: number;
+  /** A software adapter running on the CPU (SwiftShader and the like): kernels avoid workgroup barriers there. */
+  cpu: boolean;
 }
 
 export class WebGpuUnavailableError extends Error {
@@ -57,6 +59,13 @@ export async function requestGpu(gpu: GPU | undefined, options: DeviceOptions = 
   return {
     device,
     adapterName,
+    cpu: isCpuAdapter(info),
     maxBindingBytes: Math.min(deviceMax, options.maxBindingBytes ?? Infinity),
   };
+}
+
+/** Whether an adapter is a CPU implementation: the fallback adapter, or one of the known software rasterisers. */
+export function isCpuAdapter(info: GPUAdapterInfo): boolean {
+  if ((info as GPUAdapterInfo & { isFallbackAdapter?: boolean }).isFallbackAdapter === true) return true;
+  return /swiftshader|llvmpipe|lavapipe|warp|software/i.test([info.vendor, info.architecture, info.device, info.description].join(' '));
 }

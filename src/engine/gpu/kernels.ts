@@ -10,6 +10,7 @@ import matmulWgsl from '../../../shaders/matmul.wgsl?raw';
 import optimizerWgsl from '../../../shaders/optimizer.wgsl?raw';
 import rmsnormWgsl from '../../../shaders/rmsnorm.wgsl?raw';
 import ropeWgsl from '../../../shaders/rope.wgsl?raw';
+import rowsWgsl from '../../../shaders/rows.wgsl?raw';
 import samplingWgsl from '../../../shaders/sampling.wgsl?raw';
 
 const ENTRY_POINTS = {
@@ -49,24 +50,50 @@ export interface Dispatch {
   workgroups: [number, number, number];
 }
 
+/** Modules whose kernels reduce over rows with rows.wgsl, which is prepended to them. */
+const ROW_MODULES = new Set<string>([rmsnormWgsl, logprobsWgsl, backwardWgsl]);
+/** The kernels among them that set LANES, the invocations per row (the other kernels of backward.wgsl only share WG). */
+const ROW_KERNELS = new Set<KernelName>(['rmsnorm', 'token_logprobs', 'rmsnorm_backward', 'logits_backward']);
+const WORKGROUP_SIZE = 64;
+
 const HEAD_DIM_LINE = /const HEAD_DIM: u32 = \d+u;/;
+/** A line the attention kernels write once per vec4 of a head, with `$` as its index (attention.wgsl). */
+const EACH_VEC4_LINE = /^(.*?) *\/\/ each vec4$/gm;
 
 export class Kernels {
   private readonly pipelines = new Map<KernelName, GPUComputePipeline>();
 
-  /** `headDim` specialises the attention kernel, whose per-invocation arrays need a constant size. */
+  /**
+   * `headDim` specialises the attention kernels, whose per-invocation arrays need a constant size.
+   * `rowLanes` is how many invocations share a row in the row-reduction kernels (rows.wgsl): 64 on
+   * GPUs; 1 on CPU adapters, where the reduction's workgroup barriers cost more than the work.
+   */
   constructor(
     readonly device: GPUDevice,
     readonly headDim: number,
-  ) {}
+    readonly rowLanes: 1 | 64 = 64,
+  ) {
+    if (!Number.isInteger(headDim) || headDim <= 0 || headDim % 4 !== 0) {
+      throw new RangeError(`head dimension ${headDim} is not supported: the attention kernels need a positive multiple of 4 (hidden_size / num_attention_heads, or head_dim in config.json)`);
+    }
+  }
+
+  /** Rows per workgroup of the row-reduction kernels, for sizing their grids. */
+  get rowsPerWorkgroup(): number {
+    return WORKGROUP_SIZE / this.rowLanes;
+  }
 
   pipeline(name: KernelName): GPUComputePipeline {
     let pipeline = this.pipelines.get(name);
     if (!pipeline) {
       let code: string = ENTRY_POINTS[name];
-      code = code.replace(HEAD_DIM_LINE, `const HEAD_DIM: u32 = ${this.headDim}u;`);
+      if (ROW_MODULES.has(code)) code = rowsWgsl + code;
+      code = code.replace(HEAD_DIM_LINE, `const HEAD_DIM: u32 = ${this.headDim}u;`).replace(EACH_VEC4_LINE, (_, line: string) =>
+        Array.from({ length: this.headDim / 4 }, (_, i) => line.replaceAll('$', String(i))).join('\n'),
+      );
       const module = this.device.createShaderModule({ code, label: name });
-      pipeline = this.device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: name }, label: name });
+      const constants = ROW_KERNELS.has(name) ? { LANES: this.rowLanes } : undefined;
+      pipeline = this.device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: name, constants }, label: name });
       this.pipelines.set(name, pipeline);
     }
     return pipeline;
