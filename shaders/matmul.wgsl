@@ -11,10 +11,11 @@
 //
 // Shapes: y [M, ldY] row-major f32; with accumulate = 1 the product is added to what y holds
 // (residual adds, LoRA updates, gradient accumulation); bias [N_total] read only when hasBias = 1.
-// Two entry points share these bindings:
-//   matmul_tiled  4 rows x 4 columns per invocation, workgroup 8x8 (a 32x32 tile): many rows.
-//   matmul_rows   1 row x 4 columns per invocation, workgroup 64: a few rows (decode).
-// Both keep the tile in registers and use no workgroup barriers (they stall SwiftShader).
+// Three entry points share these bindings:
+//   matmul_tiled   4 rows x 4 columns per invocation, workgroup 8x8 (a 32x32 tile): many rows.
+//   matmul_tiled4  the same with vec4 loads, where strides and offsets allow (below).
+//   matmul_rows    1 row x 4 columns per invocation, workgroup 64: a few rows (decode).
+// All keep the tile in registers and use no workgroup barriers (they stall SwiftShader).
 
 struct Params {
   M: u32,
@@ -105,4 +106,67 @@ fn matmul_rows(@builtin(global_invocation_id) gid: vec3<u32>) {
   for (var j = 0u; j < 4u; j++) {
     store(m, n0 + j, acc[j]);
   }
+}
+
+// ---- matmul_tiled4: the tiled product with vec4 loads ---------------------------------------------
+// The same product and 4x4 tile per invocation as matmul_tiled, reading each operand as vec4s along
+// the dimension where it is contiguous: A along k (sAk = 1; the forward pass and the input gradient)
+// or along m (sAm = 1; the weight gradient), B along k (sBk = 1; the forward pass) or along n
+// (sBn = 1; both gradients), as the override constants A_ALONG_K and B_ALONG_K say. A 4x4 block of
+// each operand per 4 k's is then 8 vec4 loads where matmul_tiled makes 32 scalar ones. The engine
+// uses it when the offsets and the other strides are multiples of 4 and so are the dimensions each
+// contiguous run spans (K for an operand along k, M or N otherwise); the tail of K is masked.
+
+override A_ALONG_K: bool = true;
+override B_ALONG_K: bool = true;
+
+@group(0) @binding(1) var<storage, read> a4: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> b4: array<vec4<f32>>;
+
+fn store_column(m0: u32, n: u32, column: vec4<f32>) {
+  store(m0, n, column.x);
+  store(m0 + 1u, n, column.y);
+  store(m0 + 2u, n, column.z);
+  store(m0 + 3u, n, column.w);
+}
+
+@compute @workgroup_size(8, 8)
+fn matmul_tiled4(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let n0 = gid.x * 4u;
+  let m0 = gid.y * 4u;
+  if (n0 >= p.N || m0 >= p.M) {
+    return;
+  }
+  // vec4 indices; rows and columns past the end read the last one and are never stored
+  let a0 = p.aOffset / 4u;
+  let b0 = p.bOffset / 4u;
+  let aRows = vec4<u32>(min(m0, p.M - 1u), min(m0 + 1u, p.M - 1u), min(m0 + 2u, p.M - 1u), min(m0 + 3u, p.M - 1u)) * (p.sAm / 4u);
+  let bColumns = vec4<u32>(min(n0, p.N - 1u), min(n0 + 1u, p.N - 1u), min(n0 + 2u, p.N - 1u), min(n0 + 3u, p.N - 1u)) * (p.sBn / 4u);
+  // acc[j] holds column n0 + j of the tile, rows m0 .. m0 + 3
+  var acc = mat4x4<f32>();
+  for (var k = 0u; k < p.K; k += 4u) {
+    // blockA[kk] = A(m0 .. m0+3, k + kk), blockB[j] = B(n0 + j, k .. k+3)
+    var blockA: mat4x4<f32>;
+    if (A_ALONG_K) {
+      blockA = transpose(mat4x4<f32>(a4[a0 + aRows.x + k / 4u], a4[a0 + aRows.y + k / 4u], a4[a0 + aRows.z + k / 4u], a4[a0 + aRows.w + k / 4u]));
+    } else {
+      let at = a0 + m0 / 4u;
+      let kk = vec4<u32>(min(k, p.K - 1u), min(k + 1u, p.K - 1u), min(k + 2u, p.K - 1u), min(k + 3u, p.K - 1u)) * (p.sAk / 4u);
+      let real = vec4<f32>(vec4<u32>(k, k + 1u, k + 2u, k + 3u) < vec4<u32>(p.K));
+      blockA = mat4x4<f32>(a4[at + kk.x] * real.x, a4[at + kk.y] * real.y, a4[at + kk.z] * real.z, a4[at + kk.w] * real.w);
+    }
+    var blockB: mat4x4<f32>;
+    if (B_ALONG_K) {
+      blockB = mat4x4<f32>(b4[b0 + bColumns.x + k / 4u], b4[b0 + bColumns.y + k / 4u], b4[b0 + bColumns.z + k / 4u], b4[b0 + bColumns.w + k / 4u]);
+    } else {
+      let at = b0 + n0 / 4u;
+      let kk = vec4<u32>(min(k, p.K - 1u), min(k + 1u, p.K - 1u), min(k + 2u, p.K - 1u), min(k + 3u, p.K - 1u)) * (p.sBk / 4u);
+      blockB = transpose(mat4x4<f32>(b4[at + kk.x], b4[at + kk.y], b4[at + kk.z], b4[at + kk.w]));
+    }
+    acc += blockA * blockB;
+  }
+  store_column(m0, n0, acc[0]);
+  store_column(m0, n0 + 1u, acc[1]);
+  store_column(m0, n0 + 2u, acc[2]);
+  store_column(m0, n0 + 3u, acc[3]);
 }

@@ -41,6 +41,23 @@ export interface MatmulShape {
 /** The tiled matmul pays off from this many rows; fewer rows use the one-row-per-invocation variant. */
 const TILED_MATMUL_MIN_ROWS = 16;
 
+/**
+ * How matmul_tiled4 reads the operands of `g` as vec4s (along k or along m / n), or null when it
+ * cannot: an operand must be contiguous along one of its dimensions, with its offset, its other
+ * stride and the dimension it is read along in runs of 4 all multiples of 4 (K's tail is masked
+ * only for an operand read along m or n).
+ */
+function vec4Layout(g: GemmShape): { aAlongK: boolean; bAlongK: boolean } | null {
+  const four = (...values: number[]) => values.every((v) => v % 4 === 0);
+  if (!four(g.aOffset ?? 0, g.bOffset ?? 0)) return null;
+  const aAlongK = g.sAk === 1 && four(g.sAm, g.K);
+  const aAlongM = g.sAm === 1 && four(g.sAk, g.M);
+  const bAlongK = g.sBk === 1 && four(g.sBn, g.K);
+  const bAlongN = g.sBn === 1 && four(g.sBk, g.N);
+  if (!(aAlongK || aAlongM) || !(bAlongK || bAlongN)) return null;
+  return { aAlongK, bAlongK };
+}
+
 export class OpBuilder {
   private readonly owned: GPUBuffer[] = [];
   private readonly dummy: GPUBuffer;
@@ -76,6 +93,8 @@ export class OpBuilder {
     ]);
     const workgroups: [number, number, number] = tiled ? [Math.ceil(g.N / 32), Math.ceil(g.M / 32), 1] : [Math.ceil(g.N / 256), g.M, 1];
     if (workgroups[1] > 65535) throw new RangeError(`matmul: ${g.M} rows exceed one dispatch; split the batch`);
+    const layout = tiled ? vec4Layout(g) : null;
+    if (layout) return this.kernels.dispatch('matmul_tiled4', [params, a, b, bias?.buffer ?? this.dummy, y], workgroups, { A_ALONG_K: layout.aAlongK, B_ALONG_K: layout.bAlongK });
     return this.kernels.dispatch(tiled ? 'matmul_tiled' : 'matmul_rows', [params, a, b, bias?.buffer ?? this.dummy, y], workgroups);
   }
 

@@ -33,17 +33,17 @@ async function withOps(gpu: GpuContext, headDim: number, body: (ops: OpBuilder) 
 }
 
 const matmulCheck: GpuCheck = {
-  name: 'matmul: tiled and row variants, bias, accumulate, alpha, split weights, output column offset and stride',
+  name: 'matmul: tiled (scalar and vec4 loads) and row variants, bias, accumulate, alpha, split weights, output column offset and stride',
   async run(gpu) {
     const random = seededRandom(1);
     const cases = [
-      { M: 1, N: 7, K: 5 },
-      { M: 3, N: 33, K: 17 },
-      { M: 16, N: 64, K: 12 },
-      { M: 37, N: 70, K: 29 },
-      { M: 64, N: 130, K: 64 },
+      { M: 1, N: 7, K: 5, kernel: 'matmul_rows' },
+      { M: 3, N: 33, K: 17, kernel: 'matmul_rows' },
+      { M: 16, N: 64, K: 12, kernel: 'matmul_tiled4' },
+      { M: 37, N: 70, K: 29, kernel: 'matmul_tiled' },
+      { M: 64, N: 130, K: 64, kernel: 'matmul_tiled4' },
     ];
-    for (const { M, N, K } of cases) {
+    for (const { M, N, K, kernel } of cases) {
       for (const variant of [{ bias: false, accumulate: false, split: false, column0: 0 }, { bias: true, accumulate: true, split: true, column0: 2 }]) {
         await withOps(gpu, 8, async (ops) => {
           const x = randomArray(random, M * K);
@@ -58,7 +58,9 @@ const matmulCheck: GpuCheck = {
           const yGpu = storageFrom(gpu.device, y0, 'y');
           const biasGpu = variant.bias ? storageFrom(gpu.device, bias, 'bias') : null;
           const alpha = variant.accumulate ? 0.5 : 1;
-          run(gpu, ops.matmul(xGpu, wGpu, biasGpu, yGpu, { M, ldY: N + extra, accumulate: variant.accumulate, alpha, column0: variant.column0 }));
+          const dispatches = ops.matmul(xGpu, wGpu, biasGpu, yGpu, { M, ldY: N + extra, accumulate: variant.accumulate, alpha, column0: variant.column0 });
+          assert(dispatches.every((d) => d.kernel === kernel), `matmul M=${M} K=${K} runs ${kernel}`);
+          run(gpu, dispatches);
           const got = await readFloat32(gpu.device, yGpu, M * (N + extra));
           const product = ref.matmul(x, w, M, N, K, variant.bias ? bias : null, alpha);
           const expected = Float64Array.from(y0);
@@ -75,28 +77,38 @@ const matmulCheck: GpuCheck = {
 };
 
 const gradientMatmulCheck: GpuCheck = {
-  name: 'matmul: strided products of the backward pass (input gradient across split weights, weight gradient)',
+  name: 'matmul: strided products of the backward pass (input gradient across split weights, weight gradient), scalar and vec4 loads',
   async run(gpu) {
     const random = seededRandom(9);
-    for (const { M, N, K } of [{ M: 2, N: 9, K: 5 }, { M: 37, N: 21, K: 18 }]) {
+    // dy is a slice of wider rows, starting at column `column0`; with everything a multiple of 4
+    // (the last case), both products read their operands as vec4s (matmul_tiled4), the weight
+    // gradient with a tail of K = M rows
+    for (const { M, N, K, column0, vec4 } of [
+      { M: 2, N: 9, K: 5, column0: 3, vec4: false },
+      { M: 37, N: 21, K: 18, column0: 3, vec4: false },
+      { M: 37, N: 24, K: 20, column0: 4, vec4: true },
+    ]) {
       await withOps(gpu, 8, async (ops) => {
-        const extra = 4; // dy is a slice of wider rows, starting at column 3
-        const ldDy = N + extra;
+        const ldDy = N + 4;
         const dy = randomArray(random, M * ldDy);
         const w = randomArray(random, N * K);
         const x = randomArray(random, M * K);
-        const dyAt = (m: number, n: number) => dy[m * ldDy + 3 + n];
-        // dx = dy[:, 3:3+N] . w, with w split in row chunks
+        const dyAt = (m: number, n: number) => dy[m * ldDy + column0 + n];
+        // dx = dy[:, column0:column0+N] . w, with w split in row chunks
         const dxGpu = storageBuffer(gpu.device, M * K * 4, 'dx');
         const wGpu = uploadMatrix(gpu.device, w, N, K, Math.max(K * 4, Math.floor(N / 2) * K * 4), 'w');
-        run(gpu, ops.matmulInputGrad(storageFrom(gpu.device, dy, 'dy'), wGpu, dxGpu, { M, ldDy, dyColumn0: 3 }));
+        const inputGrad = ops.matmulInputGrad(storageFrom(gpu.device, dy, 'dy'), wGpu, dxGpu, { M, ldDy, dyColumn0: column0 });
+        assert(inputGrad.every((d) => (d.kernel === 'matmul_tiled4') === vec4), `input gradient M=${M}: vec4 loads ${vec4}`);
+        run(gpu, inputGrad);
         const dx = new Float64Array(M * K);
         for (let m = 0; m < M; m++) for (let k = 0; k < K; k++) for (let n = 0; n < N; n++) dx[m * K + k] += dyAt(m, n) * w[n * K + k];
         assertClose(await readFloat32(gpu.device, dxGpu, M * K), dx, `input gradient M=${M} N=${N} K=${K}`, 1e-5, 1e-5);
         // dW = dy[:, 3:3+N]^T . x  (reduction over the M rows), accumulated onto an existing gradient
         const dw0 = randomArray(random, N * K);
         const dwGpu = storageFrom(gpu.device, dw0, 'dw');
-        run(gpu, [ops.gemm(storageFrom(gpu.device, dy, 'dy'), storageFrom(gpu.device, x, 'x'), dwGpu, { M: N, N: K, K: M, sAm: 1, sAk: ldDy, aOffset: 3, sBn: 1, sBk: K, accumulate: true })]);
+        const weightGrad = ops.gemm(storageFrom(gpu.device, dy, 'dy'), storageFrom(gpu.device, x, 'x'), dwGpu, { M: N, N: K, K: M, sAm: 1, sAk: ldDy, aOffset: column0, sBn: 1, sBk: K, accumulate: true });
+        assert((weightGrad.kernel === 'matmul_tiled4') === vec4, `weight gradient M=${M}: vec4 loads ${vec4}`);
+        run(gpu, [weightGrad]);
         const dw = Float64Array.from(dw0);
         for (let n = 0; n < N; n++) for (let k = 0; k < K; k++) for (let m = 0; m < M; m++) dw[n * K + k] += dyAt(m, n) * x[m * K + k];
         assertClose(await readFloat32(gpu.device, dwGpu, N * K), dw, `weight gradient M=${M} N=${N} K=${K}`, 1e-5, 1e-5);

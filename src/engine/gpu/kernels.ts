@@ -16,6 +16,7 @@ import samplingWgsl from '../../../shaders/sampling.wgsl?raw';
 const ENTRY_POINTS = {
   matmul_tiled: matmulWgsl,
   matmul_rows: matmulWgsl,
+  matmul_tiled4: matmulWgsl,
   rmsnorm: rmsnormWgsl,
   rope_and_store_kv: ropeWgsl,
   attention: attentionWgsl,
@@ -61,7 +62,8 @@ const HEAD_DIM_LINE = /const HEAD_DIM: u32 = \d+u;/;
 const EACH_VEC4_LINE = /^(.*?) *\/\/ each vec4$/gm;
 
 export class Kernels {
-  private readonly pipelines = new Map<KernelName, GPUComputePipeline>();
+  /** Keyed by entry point and override constants. */
+  private readonly pipelines = new Map<string, GPUComputePipeline>();
 
   /**
    * `headDim` specialises the attention kernels, whose per-invocation arrays need a constant size.
@@ -83,8 +85,10 @@ export class Kernels {
     return WORKGROUP_SIZE / this.rowLanes;
   }
 
-  pipeline(name: KernelName): GPUComputePipeline {
-    let pipeline = this.pipelines.get(name);
+  /** The pipeline of entry point `name`, with `constants` for its override constants (besides LANES, which this sets). */
+  pipeline(name: KernelName, constants: Record<string, number | boolean> = {}): GPUComputePipeline {
+    const key = `${name} ${JSON.stringify(constants)}`;
+    let pipeline = this.pipelines.get(key);
     if (!pipeline) {
       let code: string = ENTRY_POINTS[name];
       if (ROW_MODULES.has(code)) code = rowsWgsl + code;
@@ -92,9 +96,9 @@ export class Kernels {
         Array.from({ length: this.headDim / 4 }, (_, i) => line.replaceAll('$', String(i))).join('\n'),
       );
       const module = this.device.createShaderModule({ code, label: name });
-      const constants = ROW_KERNELS.has(name) ? { LANES: this.rowLanes } : undefined;
-      pipeline = this.device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: name, constants }, label: name });
-      this.pipelines.set(name, pipeline);
+      const overrides = Object.fromEntries(Object.entries({ ...constants, ...(ROW_KERNELS.has(name) ? { LANES: this.rowLanes } : {}) }).map(([k, v]) => [k, Number(v)]));
+      pipeline = this.device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: name, constants: overrides }, label: name });
+      this.pipelines.set(key, pipeline);
     }
     return pipeline;
   }
@@ -103,8 +107,8 @@ export class Kernels {
    * A dispatch of `name`. Bindings are given in binding order (0, 1, 2, ...), or by number for an
    * entry point that uses only some of its module's bindings.
    */
-  dispatch(name: KernelName, resources: Resource[] | Record<number, Resource>, workgroups: [number, number, number]): Dispatch {
-    const pipeline = this.pipeline(name);
+  dispatch(name: KernelName, resources: Resource[] | Record<number, Resource>, workgroups: [number, number, number], constants?: Record<string, number | boolean>): Dispatch {
+    const pipeline = this.pipeline(name, constants);
     const entries = Object.entries(resources).map(([binding, resource]: [string, Resource]) => ({
       binding: Number(binding),
       resource: 'buffer' in resource ? resource : { buffer: resource },
