@@ -4,7 +4,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { initLoraAdapter, type LoraSettings } from '../../src/engine/lora/adapter.ts';
-import { peftAdapterFiles, readPeftAdapter } from '../../src/engine/lora/peft.ts';
+import { peftAdapterFiles, peftFilesOf, readPeftAdapter } from '../../src/engine/lora/peft.ts';
 import { parseModelConfig } from '../../src/engine/model/config.ts';
 import { parseSafetensors } from '../../src/engine/model/safetensors.ts';
 import { FileModelSource } from '../../src/engine/model/source-node.ts';
@@ -42,6 +42,13 @@ describe('PEFT adapter format', () => {
     expect(tensors.get('base_model.model.model.layers.1.mlp.down_proj.lora_A.weight')?.shape).toEqual([4, 40]);
     expect(tensors.size).toBe(2 * 3 * 2);
     expect([...tensors.keys()].some((k) => k.includes('.default.'))).toBe(false);
+  });
+
+  test('a checkpoint without PEFT files (a full-parameter run) is named, before anything is read', () => {
+    const f = peftAdapterFiles(initLoraAdapter(config, settings, 3, 'tiny-base'));
+    expect(peftFilesOf(f, 'run a')).toEqual({ config: f.get('adapter_config.json'), weights: f.get('adapter_model.safetensors') });
+    expect(() => peftFilesOf(new Map([['model.safetensors', new Uint8Array(8)]]), 'run full-1')).toThrow(/^run full-1 has no adapter in its last checkpoint \(a full-parameter run/);
+    expect(() => peftFilesOf(undefined, 'run b')).toThrow(/run b has no adapter/);
   });
 
   test('PEFT initialisation: A uniform within 1/sqrt(in), B zero, reproducible by seed', () => {

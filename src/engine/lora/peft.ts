@@ -11,6 +11,17 @@ import { LORA_TARGETS, projectionShape, validateLoraSettings, type HostLoraAdapt
 export const ADAPTER_CONFIG = 'adapter_config.json';
 export const ADAPTER_WEIGHTS = 'adapter_model.safetensors';
 
+/**
+ * The two PEFT files among a checkpoint's `files`, or a clear error naming `owner` (e.g. "run
+ * ppo-1") when they are missing: a full-parameter run checkpoints whole model weights instead.
+ */
+export function peftFilesOf(files: ReadonlyMap<string, Uint8Array> | undefined, owner: string): { config: Uint8Array; weights: Uint8Array } {
+  const config = files?.get(ADAPTER_CONFIG);
+  const weights = files?.get(ADAPTER_WEIGHTS);
+  if (!config || !weights) throw new Error(`${owner} has no adapter in its last checkpoint (a full-parameter run stores whole model weights instead)`);
+  return { config, weights };
+}
+
 function moduleKey(layer: number, target: LoraTarget): string {
   const block = ['gate_proj', 'up_proj', 'down_proj'].includes(target) ? 'mlp' : 'self_attn';
   return `base_model.model.model.layers.${layer}.${block}.${target}`;
