@@ -199,7 +199,7 @@ test('a lost GPU device mid-run is reported, and the run resumes from its last c
   await expect(page.getByTestId('train-log')).toContainText('Resumed from update');
 });
 
-test('Stop ends a run for good after its update, with the LoRA settings it was given; a reload does not offer it again', async ({ page }) => {
+test('Stop ends a run for good after its update, with the LoRA settings it was given, or at once when paused; a reload does not offer it again', async ({ page }) => {
   test.skip(!existsSync(FIXTURE_DIR), `no stories260K fixture at ${FIXTURE_DIR}`);
   await setUpReinforceRun(page, 16);
   await page.getByLabel('LoRA rank').fill('4');
@@ -223,6 +223,18 @@ test('Stop ends a run for good after its update, with the LoRA settings it was g
   await page.reload();
   await expect(page.getByTestId('adapter')).toBeVisible();
   await expect(page.locator('#export-run')).toContainText('stopped');
+  await expect(page.getByTestId('resume-offer')).toHaveCount(0);
+  // Stop on a paused run ends it at once.
+  await setUpReinforceRun(page, 8);
+  await page.getByRole('button', { name: 'Train', exact: true }).click();
+  await expect(page.getByTestId('chart-reward')).toHaveAttribute('data-points', '1', { timeout: 300_000 });
+  await page.getByRole('button', { name: 'Pause' }).click();
+  await expect(page.getByTestId('train-status')).toHaveAttribute('data-status', 'paused', { timeout: 300_000 });
+  await page.getByRole('button', { name: 'Stop', exact: true }).click();
+  await expect(page.getByTestId('train-status')).toHaveAttribute('data-status', 'stopped');
+  await expect(page.getByTestId('train-log')).toContainText(/Stopped after [246] of 8 episodes/);
+  await page.reload();
+  await expect(page.getByTestId('adapter')).toBeVisible();
   await expect(page.getByTestId('resume-offer')).toHaveCount(0);
 });
 
