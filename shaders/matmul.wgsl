@@ -42,6 +42,11 @@ struct Params {
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
+/** first, first + 1, first + 2, first + 3, each at most count - 1: indices past the end read the last row or column, whose results are never stored. */
+fn clamped4(first: u32, count: u32) -> vec4<u32> {
+  return min(vec4<u32>(first, first + 1u, first + 2u, first + 3u), vec4<u32>(count - 1u));
+}
+
 fn store(m: u32, n: u32, value: f32) {
   if (m >= p.M || n >= p.N) {
     return;
@@ -58,6 +63,17 @@ fn store(m: u32, n: u32, value: f32) {
   y[index] = result;
 }
 
+/** Stores the tile at rows m0 .. m0+3, columns n0 .. n0+3: column n0 + j of the tile is tile[j]. */
+fn store_tile(m0: u32, n0: u32, tile: mat4x4<f32>) {
+  for (var j = 0u; j < 4u; j++) {
+    let column = tile[j];
+    store(m0, n0 + j, column.x);
+    store(m0 + 1u, n0 + j, column.y);
+    store(m0 + 2u, n0 + j, column.z);
+    store(m0 + 3u, n0 + j, column.w);
+  }
+}
+
 @compute @workgroup_size(8, 8)
 fn matmul_tiled(@builtin(global_invocation_id) gid: vec3<u32>) {
   let n0 = gid.x * 4u;
@@ -65,9 +81,8 @@ fn matmul_tiled(@builtin(global_invocation_id) gid: vec3<u32>) {
   if (n0 >= p.N || m0 >= p.M) {
     return;
   }
-  // Out-of-range rows and columns read a valid row instead; their results are never stored.
-  let aRow = p.aOffset + vec4<u32>(min(m0, p.M - 1u), min(m0 + 1u, p.M - 1u), min(m0 + 2u, p.M - 1u), min(m0 + 3u, p.M - 1u)) * p.sAm;
-  let bRow = p.bOffset + vec4<u32>(min(n0, p.N - 1u), min(n0 + 1u, p.N - 1u), min(n0 + 2u, p.N - 1u), min(n0 + 3u, p.N - 1u)) * p.sBn;
+  let aRow = p.aOffset + clamped4(m0, p.M) * p.sAm;
+  let bRow = p.bOffset + clamped4(n0, p.N) * p.sBn;
   var acc0 = vec4<f32>(0.0);
   var acc1 = vec4<f32>(0.0);
   var acc2 = vec4<f32>(0.0);
@@ -81,12 +96,7 @@ fn matmul_tiled(@builtin(global_invocation_id) gid: vec3<u32>) {
     acc2 += a[aRow.z + ak] * bv;
     acc3 += a[aRow.w + ak] * bv;
   }
-  let rows = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
-  for (var i = 0u; i < 4u; i++) {
-    for (var j = 0u; j < 4u; j++) {
-      store(m0 + i, n0 + j, rows[i][j]);
-    }
-  }
+  store_tile(m0, n0, transpose(mat4x4<f32>(acc0, acc1, acc2, acc3)));
 }
 
 @compute @workgroup_size(64)
@@ -97,7 +107,7 @@ fn matmul_rows(@builtin(global_invocation_id) gid: vec3<u32>) {
     return;
   }
   let aRow = p.aOffset + m * p.sAm;
-  let bRow = p.bOffset + vec4<u32>(n0, min(n0 + 1u, p.N - 1u), min(n0 + 2u, p.N - 1u), min(n0 + 3u, p.N - 1u)) * p.sBn;
+  let bRow = p.bOffset + clamped4(n0, p.N) * p.sBn;
   var acc = vec4<f32>(0.0);
   for (var k = 0u; k < p.K; k++) {
     let bk = k * p.sBk;
@@ -123,13 +133,6 @@ override B_ALONG_K: bool = true;
 @group(0) @binding(1) var<storage, read> a4: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> b4: array<vec4<f32>>;
 
-fn store_column(m0: u32, n: u32, column: vec4<f32>) {
-  store(m0, n, column.x);
-  store(m0 + 1u, n, column.y);
-  store(m0 + 2u, n, column.z);
-  store(m0 + 3u, n, column.w);
-}
-
 @compute @workgroup_size(8, 8)
 fn matmul_tiled4(@builtin(global_invocation_id) gid: vec3<u32>) {
   let n0 = gid.x * 4u;
@@ -137,11 +140,11 @@ fn matmul_tiled4(@builtin(global_invocation_id) gid: vec3<u32>) {
   if (n0 >= p.N || m0 >= p.M) {
     return;
   }
-  // vec4 indices; rows and columns past the end read the last one and are never stored
+  // in vec4s
   let a0 = p.aOffset / 4u;
   let b0 = p.bOffset / 4u;
-  let aRows = vec4<u32>(min(m0, p.M - 1u), min(m0 + 1u, p.M - 1u), min(m0 + 2u, p.M - 1u), min(m0 + 3u, p.M - 1u)) * (p.sAm / 4u);
-  let bColumns = vec4<u32>(min(n0, p.N - 1u), min(n0 + 1u, p.N - 1u), min(n0 + 2u, p.N - 1u), min(n0 + 3u, p.N - 1u)) * (p.sBn / 4u);
+  let aRows = clamped4(m0, p.M) * (p.sAm / 4u);
+  let bColumns = clamped4(n0, p.N) * (p.sBn / 4u);
   // acc[j] holds column n0 + j of the tile, rows m0 .. m0 + 3
   var acc = mat4x4<f32>();
   for (var k = 0u; k < p.K; k += 4u) {
@@ -151,7 +154,7 @@ fn matmul_tiled4(@builtin(global_invocation_id) gid: vec3<u32>) {
       blockA = transpose(mat4x4<f32>(a4[a0 + aRows.x + k / 4u], a4[a0 + aRows.y + k / 4u], a4[a0 + aRows.z + k / 4u], a4[a0 + aRows.w + k / 4u]));
     } else {
       let at = a0 + m0 / 4u;
-      let kk = vec4<u32>(min(k, p.K - 1u), min(k + 1u, p.K - 1u), min(k + 2u, p.K - 1u), min(k + 3u, p.K - 1u)) * (p.sAk / 4u);
+      let kk = clamped4(k, p.K) * (p.sAk / 4u);
       let real = vec4<f32>(vec4<u32>(k, k + 1u, k + 2u, k + 3u) < vec4<u32>(p.K));
       blockA = mat4x4<f32>(a4[at + kk.x] * real.x, a4[at + kk.y] * real.y, a4[at + kk.z] * real.z, a4[at + kk.w] * real.w);
     }
@@ -160,13 +163,10 @@ fn matmul_tiled4(@builtin(global_invocation_id) gid: vec3<u32>) {
       blockB = mat4x4<f32>(b4[b0 + bColumns.x + k / 4u], b4[b0 + bColumns.y + k / 4u], b4[b0 + bColumns.z + k / 4u], b4[b0 + bColumns.w + k / 4u]);
     } else {
       let at = b0 + n0 / 4u;
-      let kk = vec4<u32>(min(k, p.K - 1u), min(k + 1u, p.K - 1u), min(k + 2u, p.K - 1u), min(k + 3u, p.K - 1u)) * (p.sBk / 4u);
+      let kk = clamped4(k, p.K) * (p.sBk / 4u);
       blockB = transpose(mat4x4<f32>(b4[at + kk.x], b4[at + kk.y], b4[at + kk.z], b4[at + kk.w]));
     }
     acc += blockA * blockB;
   }
-  store_column(m0, n0, acc[0]);
-  store_column(m0, n0 + 1u, acc[1]);
-  store_column(m0, n0 + 2u, acc[2]);
-  store_column(m0, n0 + 3u, acc[3]);
+  store_tile(m0, n0, acc);
 }
