@@ -66,7 +66,7 @@ export class Kernels {
   private readonly pipelines = new Map<string, GPUComputePipeline>();
 
   /**
-   * `headDim` specialises the attention kernels, whose per-invocation arrays need a constant size.
+   * `headDim` specialises the attention kernels, which hold a head in headDim / 4 vec4 variables.
    * `rowLanes` is how many invocations share a row in the row-reduction kernels (rows.wgsl): 64 on
    * GPUs; 1 on CPU adapters, where the reduction's workgroup barriers cost more than the work.
    */
