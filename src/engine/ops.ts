@@ -94,7 +94,7 @@ export class OpBuilder {
     const workgroups: [number, number, number] = tiled ? [Math.ceil(g.N / 32), Math.ceil(g.M / 32), 1] : [Math.ceil(g.N / 256), g.M, 1];
     if (workgroups[1] > 65535) throw new RangeError(`matmul: ${g.M} rows exceed one dispatch; split the batch`);
     const layout = tiled ? vec4Layout(g) : null;
-    if (layout) return this.kernels.dispatch('matmul_tiled4', [params, a, b, bias?.buffer ?? this.dummy, y], workgroups, { A_ALONG_K: layout.aAlongK, B_ALONG_K: layout.bAlongK });
+    if (layout) return this.kernels.dispatch('matmul_tiled4', [params, a, b, bias?.buffer ?? this.dummy, y], workgroups, { A_ALONG_K: Number(layout.aAlongK), B_ALONG_K: Number(layout.bAlongK) });
     return this.kernels.dispatch(tiled ? 'matmul_tiled' : 'matmul_rows', [params, a, b, bias?.buffer ?? this.dummy, y], workgroups);
   }
 

@@ -7,7 +7,7 @@ import { loadModel, type Model } from '../../engine/model.ts';
 import { openBrowserModelSource } from '../../engine/model/source-browser.ts';
 import { loadModelFiles } from '../../engine/model/load.ts';
 import { exportOnnx, ONNX_MODEL_FILE } from '../../engine/export/onnx.ts';
-import { ADAPTER_CONFIG, ADAPTER_WEIGHTS, peftFilesOf, readPeftAdapter } from '../../engine/lora/peft.ts';
+import { peftFilesOf, readPeftAdapter } from '../../engine/lora/peft.ts';
 import { zipSync } from 'fflate';
 import { makePolicy } from '../../agent/policies.ts';
 import { mulberry32 } from '../../common/random.ts';
@@ -259,7 +259,7 @@ const api: TrainerApi = {
       const checkpoint = await store.latestCheckpoint(request.runId);
       if (!checkpoint) throw new Error(`run ${request.runId} has no checkpoint yet: train for at least one update first`);
       // Before the base model is read: the same clear error as the other formats when there is no adapter.
-      const { config, weights } = peftFilesOf(checkpoint.files, `run ${request.runId}`);
+      const peft = peftFilesOf(checkpoint.files, `run ${request.runId}`);
       // The host copy of the weights: the loaded model's when it is this one, otherwise read (no GPU needed).
       const files =
         loaded?.key === modelKey(request.model)
@@ -267,7 +267,6 @@ const api: TrainerApi = {
           : await loadModelFiles(openBrowserModelSource(request.model.location, request.model.options), (p) =>
               events.loading({ kind: 'download', file: p.file, loadedBytes: p.loadedBytes, totalBytes: p.totalBytes ?? null }),
             );
-      const peft = new Map([[ADAPTER_CONFIG, config], [ADAPTER_WEIGHTS, weights]]);
       const adapter = await readPeftAdapter(new MemoryModelSource(peft, `${request.runId} update ${checkpoint.step}: `), files.config);
       // float32 weights hardly compress: the ONNX file is stored as it is, the JSON files deflated.
       const folder = [...(await exportOnnx(files, adapter))].map(([path, bytes]) => [path, path === ONNX_MODEL_FILE ? ([bytes, { level: 0 }] as const) : bytes]);

@@ -86,7 +86,7 @@ export class Kernels {
   }
 
   /** The pipeline of entry point `name`, with `constants` for its override constants (besides LANES, which this sets). */
-  pipeline(name: KernelName, constants: Record<string, number | boolean> = {}): GPUComputePipeline {
+  pipeline(name: KernelName, constants: Record<string, number> = {}): GPUComputePipeline {
     const key = `${name} ${JSON.stringify(constants)}`;
     let pipeline = this.pipelines.get(key);
     if (!pipeline) {
@@ -96,7 +96,7 @@ export class Kernels {
         Array.from({ length: this.headDim / 4 }, (_, i) => line.replaceAll('$', String(i))).join('\n'),
       );
       const module = this.device.createShaderModule({ code, label: name });
-      const overrides = Object.fromEntries(Object.entries({ ...constants, ...(ROW_KERNELS.has(name) ? { LANES: this.rowLanes } : {}) }).map(([k, v]) => [k, Number(v)]));
+      const overrides = ROW_KERNELS.has(name) ? { ...constants, LANES: this.rowLanes } : constants;
       pipeline = this.device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: name, constants: overrides }, label: name });
       this.pipelines.set(key, pipeline);
     }
@@ -107,7 +107,7 @@ export class Kernels {
    * A dispatch of `name`. Bindings are given in binding order (0, 1, 2, ...), or by number for an
    * entry point that uses only some of its module's bindings.
    */
-  dispatch(name: KernelName, resources: Resource[] | Record<number, Resource>, workgroups: [number, number, number], constants?: Record<string, number | boolean>): Dispatch {
+  dispatch(name: KernelName, resources: Resource[] | Record<number, Resource>, workgroups: [number, number, number], constants?: Record<string, number>): Dispatch {
     const pipeline = this.pipeline(name, constants);
     const entries = Object.entries(resources).map(([binding, resource]: [string, Resource]) => ({
       binding: Number(binding),

@@ -15,11 +15,11 @@ export const ADAPTER_WEIGHTS = 'adapter_model.safetensors';
  * The two PEFT files among a checkpoint's `files`, or a clear error naming `owner` (e.g. "run
  * ppo-1") when they are missing: a full-parameter run checkpoints whole model weights instead.
  */
-export function peftFilesOf(files: ReadonlyMap<string, Uint8Array> | undefined, owner: string): { config: Uint8Array; weights: Uint8Array } {
+export function peftFilesOf(files: ReadonlyMap<string, Uint8Array> | undefined, owner: string): Map<string, Uint8Array> {
   const config = files?.get(ADAPTER_CONFIG);
   const weights = files?.get(ADAPTER_WEIGHTS);
   if (!config || !weights) throw new Error(`${owner} has no adapter in its last checkpoint (a full-parameter run stores whole model weights instead)`);
-  return { config, weights };
+  return new Map([[ADAPTER_CONFIG, config], [ADAPTER_WEIGHTS, weights]]);
 }
 
 function moduleKey(layer: number, target: LoraTarget): string {
