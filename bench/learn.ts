@@ -1,15 +1,20 @@
 // npm run bench:learn -- [--model DIR] [--envs a,b] [--algos a,b] [--episodes N] [--eval-episodes M] [--difficulty D] [--seed S] [--set key=value]
+//                         [--show]
 //
 // Does RL learn? For each built-in environment and algorithm, in action-level (choice) mode: the
 // test-split success of the greedy policy before training (the base model, measured once per
 // environment) and after N training episodes, with the change in percentage points, and the
 // training speed in episodes per second. One table at the end; one line per cell as it finishes, and
 // while a cell trains, a progress line every tenth of its episodes (training success over that tenth).
+// --show also prints every test episode of each evaluation, one line each (success, the first line
+// of its first observation, the actions taken): what the greedy policy learned, not only how often
+// it succeeds.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { makePolicy } from '../src/agent/policies.ts';
+import type { PlayedEpisode } from '../src/agent/policy.ts';
 import { requestNodeGpu } from '../src/engine/gpu/node-gpu.ts';
 import type { GpuLoraAdapter } from '../src/engine/lora/gpu-adapter.ts';
 import { loadModel } from '../src/engine/model.ts';
@@ -31,6 +36,7 @@ const { values } = parseArgs({
     difficulty: { type: 'string', default: '1' },
     seed: { type: 'string', default: '0' },
     set: { type: 'string', multiple: true, default: [] },
+    show: { type: 'boolean', default: false },
   },
 });
 const envIds = values.envs!.split(',');
@@ -51,9 +57,18 @@ function baseConfig(env: string, algo: AlgorithmName): TrainConfig {
   return { ...TRAIN_DEFAULTS, model: values.model!, env, algo, episodes, seed: Number(values.seed), difficulty: Number(values.difficulty), format, algorithm: overrides };
 }
 
-async function testSuccess(env: EnvModule, adapter: GpuLoraAdapter | null): Promise<number> {
+async function testSuccess(env: EnvModule, adapter: GpuLoraAdapter | null, label: string): Promise<number> {
   const policy = makePolicy(model, { ...TRAIN_DEFAULTS, format, env, reset: { split: 'test', difficulty: Number(values.difficulty) }, adapter });
-  return (await evaluatePolicy(policy, { episodes: evalEpisodes, firstSeed: 1_000_000 })).successRate.value;
+  const played: PlayedEpisode[] = [];
+  const report = await evaluatePolicy(policy, { episodes: evalEpisodes, firstSeed: 1_000_000, onPlayed: (e) => played.push(e) });
+  if (values.show) {
+    console.log(`  ${env.id}, test episodes ${label}:`);
+    for (const e of played.sort((a, b) => a.seed - b.seed)) {
+      const question = e.steps[0]?.observation.split('\n')[0] ?? '';
+      console.log(`    ${e.success ? 'success' : 'failure'}  ${question}  →  ${e.error ?? e.steps.map((s) => s.action).join(' | ')}`);
+    }
+  }
+  return report.successRate.value;
 }
 
 const rows: string[][] = [];
@@ -61,7 +76,7 @@ const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
 try {
   for (const envId of envIds) {
     const env = BUILTIN_ENVIRONMENTS.get(envId)!;
-    const before = await testSuccess(env, null);
+    const before = await testSuccess(env, null, 'before training');
     for (const algo of algos) {
       const started = performance.now();
       const tenth = Math.max(1, Math.round(episodes / 10));
@@ -78,7 +93,7 @@ try {
         },
       });
       const seconds = (performance.now() - started) / 1000;
-      const after = await testSuccess(env, outcome.adapter);
+      const after = await testSuccess(env, outcome.adapter, `after ${algo}`);
       outcome.adapter.dispose();
       const row = [envId, algo, pct(before), pct(after), `${((after - before) * 100).toFixed(1)}`, (outcome.episodes / seconds).toFixed(2)];
       rows.push(row);
