@@ -1,5 +1,5 @@
 // npm run bench:learn -- [--model DIR] [--envs a,b] [--algos a,b] [--episodes N] [--eval-episodes M] [--difficulty D] [--seed S] [--set key=value]
-//                         [--show]
+//                         [--show] [--out DIR]
 //
 // Does RL learn? For each built-in environment and algorithm, in action-level (choice) mode: the
 // test-split success of the greedy policy before training (the base model, measured once per
@@ -9,7 +9,10 @@
 // --show also prints every test episode of each evaluation, one line each (success, the first line
 // of its first observation, the actions taken): what the greedy policy learned, not only how often
 // it succeeds.
-import { mkdtempSync, rmSync } from 'node:fs';
+// --out keeps the runs and the figures in DIR (a temporary folder otherwise), and the same command
+// again resumes there: finished cells are not run again, a cell that was cut short goes on from its
+// last checkpoint. Long benches (2,000 episodes take hours on a CPU) survive being stopped.
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -37,6 +40,7 @@ const { values } = parseArgs({
     seed: { type: 'string', default: '0' },
     set: { type: 'string', multiple: true, default: [] },
     show: { type: 'boolean', default: false },
+    out: { type: 'string' },
   },
 });
 const envIds = values.envs!.split(',');
@@ -49,7 +53,34 @@ const overrides = Object.fromEntries(values.set!.map((kv) => [kv.slice(0, kv.ind
 
 const gpu = await requestNodeGpu();
 const model = await loadModel(gpu, openModelSource(resolve(values.model!)));
-const root = mkdtempSync(join(tmpdir(), 'rlplay-bench-learn-'));
+const root = values.out === undefined ? mkdtempSync(join(tmpdir(), 'rlplay-bench-learn-')) : resolve(values.out);
+mkdirSync(root, { recursive: true });
+const store = new FileTrajectoryStore(root);
+
+/** The figures measured so far, kept in --out so that a bench started again skips what is done. */
+interface Figures {
+  settings: Record<string, unknown>;
+  before: Record<string, number>;
+  cells: Record<string, { after: number; episodesPerSecond: number }>;
+}
+const settings = { model: values.model, episodes, evalEpisodes, difficulty: values.difficulty, seed: values.seed, overrides };
+const figuresPath = join(root, 'bench-learn.json');
+const figures: Figures = existsSync(figuresPath) ? JSON.parse(readFileSync(figuresPath, 'utf8')) : { settings, before: {}, cells: {} };
+if (JSON.stringify(figures.settings) !== JSON.stringify(settings)) {
+  throw new Error(`${values.out} holds a bench with other settings (${JSON.stringify(figures.settings)}); give the same settings to resume it, or another --out`);
+}
+function saveFigures(): void {
+  writeFileSync(`${figuresPath}.tmp`, JSON.stringify(figures, null, 2));
+  renameSync(`${figuresPath}.tmp`, figuresPath);
+}
+
+/** Training episodes per second over the whole run, from the speed stored with each update (so a resumed run counts every part). */
+async function trainingSpeed(runId: string): Promise<number> {
+  const perUpdate = (await store.listMetrics(runId, 'perf/episodes_per_second')).sort((a, b) => a.step - b.step);
+  let seconds = 0;
+  for (const [i, m] of perUpdate.entries()) seconds += (m.step - (i > 0 ? perUpdate[i - 1].step : 0)) / m.value;
+  return (perUpdate.at(-1)?.step ?? 0) / seconds;
+}
 const format = model.tokenizer.hasChatTemplate ? ('chat' as const) : ('plain' as const);
 console.log(`model ${values.model} (WebGPU: ${gpu.adapterName}); choice mode, difficulty ${values.difficulty}, ${episodes} training episodes, ${evalEpisodes} test episodes per evaluation`);
 
@@ -76,32 +107,48 @@ const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
 try {
   for (const envId of envIds) {
     const env = BUILTIN_ENVIRONMENTS.get(envId)!;
-    const before = await testSuccess(env, null, 'before training');
+    if (figures.before[envId] === undefined) {
+      figures.before[envId] = await testSuccess(env, null, 'before training');
+      saveFigures();
+    }
+    const before = figures.before[envId];
     for (const algo of algos) {
-      const started = performance.now();
-      const tenth = Math.max(1, Math.round(episodes / 10));
-      let reported = 0;
-      const successes: number[] = [];
-      const outcome = await trainRun(model, env, new FileTrajectoryStore(root), `${envId}-${algo}`, baseConfig(envId, algo), {
-        onUpdate: ({ episodes: done, metrics }) => {
-          successes.push(metrics['charts/success_rate']);
-          if (done - reported < tenth && done < episodes) return;
-          const elapsed = (performance.now() - started) / 1000;
-          console.log(`  ${envId} ${algo}: ${done}/${episodes} episodes, training success ${pct(successes.reduce((a, b) => a + b, 0) / successes.length)} over the last ${done - reported}, ${(done / elapsed).toFixed(2)} episodes/s`);
-          reported = done;
-          successes.length = 0;
-        },
-      });
-      const seconds = (performance.now() - started) / 1000;
-      const after = await testSuccess(env, outcome.adapter, `after ${algo}`);
-      outcome.adapter.dispose();
-      const row = [envId, algo, pct(before), pct(after), `${((after - before) * 100).toFixed(1)}`, (outcome.episodes / seconds).toFixed(2)];
+      const runId = `${envId}-${algo}`;
+      if (figures.cells[runId] === undefined) {
+        const started = performance.now();
+        const tenth = Math.max(1, Math.round(episodes / 10));
+        let reported: number | null = null;
+        let played = 0; // in this invocation: a resumed run has played some before
+        const successes: number[] = [];
+        const outcome = await trainRun(model, env, store, runId, baseConfig(envId, algo), {
+          onLog: (message) => console.log(`  ${message}`),
+          onEpisode: () => played++,
+          onUpdate: ({ episodes: done, metrics }) => {
+            successes.push(metrics['charts/success_rate']);
+            reported ??= done - played;
+            if (done - reported < tenth && done < episodes) return;
+            const elapsed = (performance.now() - started) / 1000;
+            console.log(`  ${envId} ${algo}: ${done}/${episodes} episodes, training success ${pct(successes.reduce((a, b) => a + b, 0) / successes.length)} over the last ${done - reported}, ${(played / elapsed).toFixed(2)} episodes/s`);
+            reported = done;
+            successes.length = 0;
+          },
+        });
+        try {
+          const after = await testSuccess(env, outcome.adapter, `after ${algo}`);
+          figures.cells[runId] = { after, episodesPerSecond: await trainingSpeed(runId) };
+          saveFigures();
+        } finally {
+          outcome.adapter.dispose();
+        }
+      }
+      const { after, episodesPerSecond } = figures.cells[runId];
+      const row = [envId, algo, pct(before), pct(after), `${((after - before) * 100).toFixed(1)}`, episodesPerSecond.toFixed(2)];
       rows.push(row);
       console.log(row.join('  '));
     }
   }
 } finally {
-  rmSync(root, { recursive: true, force: true });
+  if (values.out === undefined) rmSync(root, { recursive: true, force: true });
   model.dispose();
 }
 
