@@ -1,10 +1,14 @@
 // The options every agent command shares (train, collect, eval): which environment, how the policy
 // acts, and the time limit of a custom environment's steps.
 import { Option, type Command } from 'commander';
-import type { PolicyMode } from '../agent/policy.ts';
+import { makePolicy } from '../agent/policies.ts';
+import type { Policy, PolicyMode } from '../agent/policy.ts';
 import type { PromptFormat } from '../agent/transcript.ts';
+import type { GpuLoraAdapter } from '../engine/lora/gpu-adapter.ts';
 import type { Model } from '../engine/model.ts';
 import { BUILTIN_ENVIRONMENTS } from '../env/builtin/index.ts';
+import type { EnvModule, Split } from '../env/types.ts';
+import { TRAIN_DEFAULTS, type TrainConfig } from '../rl/run.ts';
 import { resolveEnvironment, type ResolvedEnvironment } from '../env/resolve-node.ts';
 import { parseNumber, parseWholeNumber } from './parse.ts';
 
@@ -43,4 +47,14 @@ export function loadEnvironment(flags: AgentFlags): Promise<ResolvedEnvironment>
 /** The chat template when the model has one, a plain transcript otherwise. */
 export function promptFormat(model: Model): PromptFormat {
   return model.tokenizer.hasChatTemplate ? 'chat' : 'plain';
+}
+
+/** How the agent acts, from the shared flags: the part of a run's settings that every agent command takes the same way. */
+export function actingSettings(model: Model, flags: AgentFlags): Pick<TrainConfig, 'mode' | 'format' | 'lengthNormalize' | 'temperature' | 'maxActionTokens'> {
+  return { mode: flags.mode, format: promptFormat(model), lengthNormalize: !flags.sum, temperature: flags.temperature, maxActionTokens: flags.maxActionTokens };
+}
+
+/** The policy that plays `split` instances for collect and eval (with the adapter, or the base model). */
+export function agentPolicy(model: Model, flags: AgentFlags, env: EnvModule, split: Split, adapter: GpuLoraAdapter | null): Policy {
+  return makePolicy(model, { ...TRAIN_DEFAULTS, ...actingSettings(model, flags), env, reset: { split, difficulty: flags.difficulty }, adapter });
 }

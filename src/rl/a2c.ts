@@ -6,9 +6,8 @@
 //   loss = −mean_t A_t log π(a_t|s_t) + c_V ½ (V(s_t) − R_t)² − c_H H(π(·|s_t))
 // Unlike the textbook, advantages are normalised per update by default: with the sparse 0/1 rewards
 // of the built-in environments and a value head that starts at 0, that keeps the first steps sane.
-import type { PolicyStep, UpdateItem } from '../agent/policy.ts';
-import { gae, normalizeAdvantages } from './advantages.ts';
-import { episodeMetrics, episodeSeeds, lossMetrics, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
+import { normalizeAdvantages } from './advantages.ts';
+import { episodeMetrics, episodeSeeds, gaeItems, lossMetrics, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
 
 export interface A2cConfig {
   episodesPerUpdate: number;
@@ -44,16 +43,7 @@ export function a2c(config: A2cConfig = A2C_DEFAULTS): Algorithm {
       const episodes = usable(played);
       if (episodes.length === 0) return { episodes: played, metrics: episodeMetrics(played) };
       // 2. Advantages and value targets.
-      const items: UpdateItem<PolicyStep>[] = episodes.flatMap((e) => {
-        const last = e.steps[e.steps.length - 1];
-        const { advantages, returns } = gae(
-          e.steps.map((s) => s.reward),
-          e.steps.map((s) => s.value!),
-          { terminated: last.terminated, finalValue: e.finalValue },
-          { gamma: config.gamma, lambda: config.gaeLambda },
-        );
-        return e.steps.map((step, t) => ({ step, advantage: advantages[t], return: returns[t] }));
-      });
+      const items = gaeItems(episodes, { gamma: config.gamma, lambda: config.gaeLambda });
       const advantages = config.normalizeAdvantages ? normalizeAdvantages(items.map((i) => i.advantage)) : items.map((i) => i.advantage);
       // 3. One actor-critic step.
       const metrics = await policy.update(

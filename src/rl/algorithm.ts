@@ -2,7 +2,8 @@
 // run driver (run.ts): one update at a time (play some episodes, take some optimiser steps), with its
 // own state (baselines, an adaptive KL coefficient, a replay buffer...) as JSON for checkpoints, so a
 // resumed run continues exactly where it stopped.
-import type { PlayedEpisode, Policy, PolicyMode, PolicyStep } from '../agent/policy.ts';
+import type { PlayedEpisode, Policy, PolicyMode, PolicyStep, UpdateItem } from '../agent/policy.ts';
+import { gae, type GaeOptions } from './advantages.ts';
 import type { Trainer } from '../engine/train/trainer.ts';
 import type { Model } from '../engine/model.ts';
 
@@ -52,6 +53,23 @@ export function usable<E extends PlayedEpisode>(episodes: E[]): E[] {
 /** An update's n reset seeds: seed, seed + 1, ... (the driver spaces updates' seeds so they never overlap). */
 export function episodeSeeds(seed: number, n: number): number[] {
   return Array.from({ length: n }, (_, i) => seed + i);
+}
+
+/**
+ * Every step of episodes played with values (PPO, A2C) with its GAE advantage and return; an episode
+ * cut short (truncated, or out of room) bootstraps from the value of where it stopped.
+ */
+export function gaeItems(episodes: readonly PlayedEpisode[], options: GaeOptions): UpdateItem<PolicyStep>[] {
+  return episodes.flatMap((e) => {
+    const last = e.steps[e.steps.length - 1];
+    const { advantages, returns } = gae(
+      e.steps.map((s) => s.reward),
+      e.steps.map((s) => s.value!),
+      { terminated: last.terminated, finalValue: e.finalValue },
+      options,
+    );
+    return e.steps.map((step, t) => ({ step, advantage: advantages[t], return: returns[t] }));
+  });
 }
 
 /** The figures every update reports about its episodes. */

@@ -10,9 +10,8 @@
 //   mean per-episode Σ_t (log π − log π_ref) of the batch just played
 //   early stop: an epoch ends the update once the minibatch's approx KL(π_old‖π) exceeds 1.5 · target_kl
 import { mulberry32 } from '../common/random.ts';
-import type { PolicyStep, UpdateItem } from '../agent/policy.ts';
-import { gae, normalizeAdvantages } from './advantages.ts';
-import { episodeMetrics, episodeSeeds, lossMetrics, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
+import { normalizeAdvantages } from './advantages.ts';
+import { episodeMetrics, episodeSeeds, gaeItems, lossMetrics, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
 
 export interface PpoConfig {
   /** Episodes collected per update. */
@@ -74,16 +73,7 @@ export function ppo(config: PpoConfig = PPO_DEFAULTS): Algorithm {
       const episodes = usable(played);
       if (episodes.length === 0) return { episodes: played, metrics: episodeMetrics(played) };
       // 2. GAE per episode; a truncated episode bootstraps from the value of where it stopped.
-      const items: UpdateItem<PolicyStep>[] = episodes.flatMap((e) => {
-        const last = e.steps[e.steps.length - 1];
-        const { advantages, returns } = gae(
-          e.steps.map((s) => s.reward),
-          e.steps.map((s) => s.value!),
-          { terminated: last.terminated, finalValue: e.finalValue },
-          { gamma: config.gamma, lambda: config.gaeLambda },
-        );
-        return e.steps.map((step, t) => ({ step, advantage: advantages[t], return: returns[t] }));
-      });
+      const items = gaeItems(episodes, { gamma: config.gamma, lambda: config.gaeLambda });
       // 3. Epochs of shuffled minibatches.
       const random = mulberry32(seed ^ 0x2545f491);
       const size = Math.max(1, Math.ceil(items.length / config.numMinibatches));

@@ -4,10 +4,8 @@
 // same command again adds only the episodes still missing.
 import { basename, dirname, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { makePolicy } from '../../agent/policies.ts';
-import { TRAIN_DEFAULTS } from '../../rl/run.ts';
 import { FileTrajectoryStore } from '../../store/files.ts';
-import { addAgentOptions, checkAgentFlags, loadEnvironment, promptFormat, type AgentFlags } from '../agent-options.ts';
+import { addAgentOptions, agentPolicy, checkAgentFlags, loadEnvironment, type AgentFlags } from '../agent-options.ts';
 import { loadModelAndAdapter, MODEL_HELP } from '../load.ts';
 import { parseWholeNumber } from '../parse.ts';
 
@@ -50,17 +48,7 @@ export function registerCollect(program: Command): void {
       const existing = await store.getRun(runId);
       if (existing && JSON.stringify(existing.config) !== JSON.stringify(config)) throw new Error(`${out} holds episodes collected with other settings; use another --out`);
       if (!existing) await store.createRun({ id: runId, config });
-      const policy = makePolicy(model, {
-        ...TRAIN_DEFAULTS,
-        mode: flags.mode,
-        env,
-        reset: { split: flags.split, difficulty: flags.difficulty },
-        format: promptFormat(model),
-        lengthNormalize: !flags.sum,
-        temperature: flags.temperature,
-        maxActionTokens: flags.maxActionTokens,
-        adapter,
-      });
+      const policy = agentPolicy(model, flags, env, flags.split, adapter);
       let stored = 0;
       let successes = 0;
       for (let start = 0; start < flags.episodes; start += PARALLEL) {

@@ -2,10 +2,8 @@
 // environment's held-out instances, with 95% confidence intervals. The policy acts greedily: the
 // most probable listed action (choice mode) or greedy decoding (text mode).
 import type { Command } from 'commander';
-import { makePolicy } from '../../agent/policies.ts';
 import { evaluatePolicy, type Estimate } from '../../rl/evaluate.ts';
-import { TRAIN_DEFAULTS } from '../../rl/run.ts';
-import { addAgentOptions, checkAgentFlags, loadEnvironment, promptFormat, type AgentFlags } from '../agent-options.ts';
+import { addAgentOptions, agentPolicy, checkAgentFlags, loadEnvironment, type AgentFlags } from '../agent-options.ts';
 import { loadModelAndAdapter, MODEL_HELP } from '../load.ts';
 import { parseWholeNumber } from '../parse.ts';
 
@@ -38,17 +36,7 @@ export function registerEval(program: Command): void {
     const env = await loadEnvironment(flags);
     const { model, adapter } = await loadModelAndAdapter(flags.model, flags.adapter, { quiet: flags.json });
     try {
-      const policy = makePolicy(model, {
-        ...TRAIN_DEFAULTS,
-        mode: flags.mode,
-        env,
-        reset: { split: flags.split, difficulty: flags.difficulty },
-        format: promptFormat(model),
-        lengthNormalize: !flags.sum,
-        temperature: flags.temperature,
-        maxActionTokens: flags.maxActionTokens,
-        adapter,
-      });
+      const policy = agentPolicy(model, flags, env, flags.split, adapter);
       const report = await evaluatePolicy(policy, {
         episodes: flags.episodes,
         firstSeed: flags.seed,

@@ -16,7 +16,7 @@ import { ALGORITHMS, ALGORITHM_DEFAULTS, type AlgorithmName } from '../../rl/ind
 import { evaluatePolicy, type EvaluationReport } from '../../rl/evaluate.ts';
 import { importAdapterRun, TRAIN_DEFAULTS, trainRun, type TrainConfig } from '../../rl/run.ts';
 import { FileTrajectoryStore } from '../../store/files.ts';
-import { addAgentOptions, checkAgentFlags, loadEnvironment, promptFormat, type AgentFlags } from '../agent-options.ts';
+import { actingSettings, addAgentOptions, checkAgentFlags, loadEnvironment, type AgentFlags } from '../agent-options.ts';
 import { loadModelForCli, MODEL_HELP } from '../load.ts';
 import { parseNumber, parseWholeNumber } from '../parse.ts';
 
@@ -83,15 +83,11 @@ export function registerTrain(program: Command): void {
       ...TRAIN_DEFAULTS,
       model: flags.model,
       env: flags.env,
-      mode: flags.mode,
+      ...actingSettings(model, flags),
       algo: flags.algo,
       episodes: flags.episodes,
       seed: flags.seed,
       difficulty: flags.difficulty,
-      format: promptFormat(model),
-      lengthNormalize: !flags.sum,
-      temperature: flags.temperature,
-      maxActionTokens: flags.maxActionTokens,
       microBatch: flags.microBatch,
       lora: { ...TRAIN_DEFAULTS.lora, r: flags.loraR, alpha: flags.loraAlpha, targets },
       algorithm: flags.set,
