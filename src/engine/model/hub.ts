@@ -9,7 +9,7 @@
 // may move between two downloads), the first response that names its commit (the Hub's
 // X-Repo-Commit header) pins the revision: later files are fetched from `resolve/<commit>/`. When a
 // refresh finds the branch at another commit, the files cached for the old one are dropped.
-import { joinUrl } from './source.ts';
+import { concatenate, contentLength, joinUrl } from './source.ts';
 import { ModelLoadError } from './types.ts';
 import type { ModelSource } from './types.ts';
 
@@ -470,24 +470,6 @@ function continuesAt(response: Response, from: number, size: number): boolean {
   if (!range) return contentLength(response) === size - from;
   const match = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(range);
   return match !== null && Number(match[1]) === from && Number(match[2]) === size - 1 && (match[3] === '*' || Number(match[3]) === size);
-}
-
-/** The body size, or null when unknown or when the server compressed it (the header then counts encoded bytes). */
-function contentLength(response: Response): number | null {
-  const encoding = response.headers.get('content-encoding');
-  if (encoding && encoding !== 'identity') return null;
-  const length = Number(response.headers.get('content-length') ?? NaN);
-  return Number.isSafeInteger(length) && length >= 0 ? length : null;
-}
-
-function concatenate(chunks: Uint8Array[], totalBytes: number): Uint8Array {
-  const bytes = new Uint8Array(totalBytes);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return bytes;
 }
 
 function defaultBrowserCache(): HubCache | null {

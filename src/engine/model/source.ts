@@ -156,14 +156,15 @@ function isHtml(response: Response): boolean {
 }
 
 /** The body size, or null when unknown or when the server compressed it (the header then counts encoded bytes). */
-function contentLength(response: Response): number | null {
+export function contentLength(response: Response): number | null {
   const encoding = response.headers.get('content-encoding');
   if (encoding && encoding !== 'identity') return null;
   const length = Number(response.headers.get('content-length') ?? NaN);
   return Number.isSafeInteger(length) && length >= 0 ? length : null;
 }
 
-function concatenate(chunks: Uint8Array[], totalBytes: number): Uint8Array {
+/** The chunks of a download, in order, as one array of totalBytes. */
+export function concatenate(chunks: Uint8Array[], totalBytes: number): Uint8Array {
   const bytes = new Uint8Array(totalBytes);
   let offset = 0;
   for (const chunk of chunks) {
