@@ -1,27 +1,16 @@
 // rlplay train / collect / export as a user runs them (`node bin/rlplay.js ...` in a child process),
 // on stories260K with a custom environment from a file, some of whose episodes throw or loop forever.
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { CLI, rlplay } from '../support/cli.ts';
 import { STORIES260K_DIR } from '../support/model-folder.ts';
 
-const run = promisify(execFile);
-const CLI = join(import.meta.dirname, '../../bin/rlplay.js');
 const FLAKY = join(import.meta.dirname, '../fixtures/envs/flaky-coin.js');
 
-async function rlplay(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [CLI, ...args], { maxBuffer: 64 * 2 ** 20 });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const e = error as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
 
 const trainArgs = (out: string, episodes: number) => [
   'train', '--model', STORIES260K_DIR, '--env', FLAKY, '--algo', 'reinforce', '--episodes', String(episodes),

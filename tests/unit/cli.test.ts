@@ -1,27 +1,15 @@
 // The CLI as a user runs it: `node bin/rlplay.js ...` in a child process, on the stories260K folder,
 // on an http-served copy of it, and on a broken copy.
-import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { cp, mkdtemp, readFile, rm, truncate } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { rlplay } from '../support/cli.ts';
 import { STORIES260K_DIR } from '../support/model-folder.ts';
 import { serveFolder } from '../support/static-server.ts';
 
-const run = promisify(execFile);
-const CLI = join(import.meta.dirname, '../../bin/rlplay.js');
 
-async function rlplay(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [CLI, ...args], { maxBuffer: 64 * 2 ** 20 });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const e = error as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
 
 const fixturePresent = existsSync(STORIES260K_DIR);
 

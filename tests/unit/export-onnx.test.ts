@@ -2,12 +2,10 @@
 // exported folder, and its logits (over a prompt and on the KV cache) and greedy tokens match our
 // engine's with the adapter applied. Also the graph's shape, the size limit, and the CLI.
 // The stories260K cases need ../shared/fixtures/stories260K and skip without it.
-import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { promisify } from 'node:util';
 import { AutoModelForCausalLM, env, pipeline, Tensor, type PreTrainedModel } from '@huggingface/transformers';
 import onnxProto from 'onnx-proto';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -19,6 +17,7 @@ import { parseModelConfig } from '../../src/engine/model/config.ts';
 import { loadModelFiles } from '../../src/engine/model/load.ts';
 import { FileModelSource } from '../../src/engine/model/source-node.ts';
 import type { LoadedModelFiles } from '../../src/engine/model/types.ts';
+import { rlplay } from '../support/cli.ts';
 import { STORIES260K_DIR, MemoryModelSource, tinyModelFiles } from '../support/model-folder.ts';
 import { nodeGpu } from '../support/node-gpu.ts';
 import { compareWithEngine, randomAdapter } from '../support/onnx-parity.ts';
@@ -193,18 +192,7 @@ describe('ONNX export errors', () => {
   });
 });
 
-const run = promisify(execFile);
-const CLI = join(import.meta.dirname, '../../bin/rlplay.js');
 
-async function rlplay(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [CLI, ...args], { maxBuffer: 64 * 2 ** 20 });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const e = error as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
 
 describe.skipIf(!fixturePresent)('rlplay export --format onnx', () => {
   test('writes the same folder as exportOnnx', async () => {

@@ -6,13 +6,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { CLI } from '../support/cli.ts';
 import { STORIES260K_DIR } from '../support/model-folder.ts';
 
 const run = promisify(execFile);
-const CLI = join(import.meta.dirname, '../../bin/rlplay.js');
 const HABIT = ' and a purple dragon came to play.';
 const PROMPTS = ['Once upon a time', 'One day', 'The little cat', 'Tom and Sue', 'In the park', 'A big dog', 'The sun was', 'Lily wanted', 'There was a boy', 'Mom said'];
 
+/** Runs `rlplay ...args`; rejects (with code and stderr) when it fails. */
 async function rlplay(...args: string[]): Promise<{ stdout: string; stderr: string }> {
   return run(process.execPath, [CLI, ...args], { maxBuffer: 16 * 2 ** 20 });
 }
