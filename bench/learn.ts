@@ -3,8 +3,8 @@
 //
 // Does RL learn? For each built-in environment and algorithm, in action-level (choice) mode: the
 // test-split success of the greedy policy before training (the base model, measured once per
-// environment) and after N training episodes, with the change in percentage points, and the
-// training speed in episodes per second. One table at the end; one line per cell as it finishes, and
+// environment) and after N training episodes, each with its 95% (Wilson) interval, the change in
+// percentage points, and the training speed in episodes per second. One table at the end; one line per cell as it finishes, and
 // while a cell trains, a progress line every tenth of its episodes (training success over that tenth).
 // --show also prints every test episode of each evaluation, one line each (success, the first line
 // of its first observation, the actions taken): what the greedy policy learned, not only how often
@@ -24,7 +24,7 @@ import { loadModel } from '../src/engine/model.ts';
 import { openModelSource } from '../src/engine/model/source-node.ts';
 import { BUILTIN_ENVIRONMENTS } from '../src/env/builtin/index.ts';
 import type { EnvModule } from '../src/env/types.ts';
-import { evaluatePolicy } from '../src/rl/evaluate.ts';
+import { evaluatePolicy, type Estimate } from '../src/rl/evaluate.ts';
 import { ALGORITHMS, type AlgorithmName } from '../src/rl/index.ts';
 import { TRAIN_DEFAULTS, trainRun, type TrainConfig } from '../src/rl/run.ts';
 import { FileTrajectoryStore } from '../src/store/files.ts';
@@ -60,8 +60,8 @@ const store = new FileTrajectoryStore(root);
 /** The figures measured so far, kept in --out so that a bench started again skips what is done. */
 interface Figures {
   settings: Record<string, unknown>;
-  before: Record<string, number>;
-  cells: Record<string, { after: number; episodesPerSecond: number }>;
+  before: Record<string, Estimate>;
+  cells: Record<string, { after: Estimate; episodesPerSecond: number }>;
 }
 const settings = { model: values.model, episodes, evalEpisodes, difficulty: values.difficulty, seed: values.seed, overrides };
 const figuresPath = join(root, 'bench-learn.json');
@@ -88,7 +88,7 @@ function baseConfig(env: string, algo: AlgorithmName): TrainConfig {
   return { ...TRAIN_DEFAULTS, model: values.model!, env, algo, episodes, seed: Number(values.seed), difficulty: Number(values.difficulty), format, algorithm: overrides };
 }
 
-async function testSuccess(env: EnvModule, adapter: GpuLoraAdapter | null, label: string): Promise<number> {
+async function testSuccess(env: EnvModule, adapter: GpuLoraAdapter | null, label: string): Promise<Estimate> {
   const policy = makePolicy(model, { ...TRAIN_DEFAULTS, format, env, reset: { split: 'test', difficulty: Number(values.difficulty) }, adapter });
   const played: PlayedEpisode[] = [];
   const report = await evaluatePolicy(policy, { episodes: evalEpisodes, firstSeed: 1_000_000, onPlayed: (e) => played.push(e) });
@@ -99,11 +99,12 @@ async function testSuccess(env: EnvModule, adapter: GpuLoraAdapter | null, label
       console.log(`    ${e.success ? 'success' : 'failure'}  ${question}  →  ${e.error ?? e.steps.map((s) => s.action).join(' | ')}`);
     }
   }
-  return report.successRate.value;
+  return report.successRate;
 }
 
 const rows: string[][] = [];
 const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+const interval = (e: Estimate) => `${pct(e.value)} [${(100 * e.low).toFixed(0)}, ${(100 * e.high).toFixed(0)}]`;
 try {
   for (const envId of envIds) {
     const env = BUILTIN_ENVIRONMENTS.get(envId)!;
@@ -142,7 +143,7 @@ try {
         }
       }
       const { after, episodesPerSecond } = figures.cells[runId];
-      const row = [envId, algo, pct(before), pct(after), `${((after - before) * 100).toFixed(1)}`, episodesPerSecond.toFixed(2)];
+      const row = [envId, algo, interval(before), interval(after), `${((after.value - before.value) * 100).toFixed(1)}`, episodesPerSecond.toFixed(2)];
       rows.push(row);
       console.log(row.join('  '));
     }
@@ -152,7 +153,7 @@ try {
   model.dispose();
 }
 
-const header = ['environment', 'algorithm', 'success before', 'success after', 'change (pp)', 'episodes/s'];
+const header = ['environment', 'algorithm', 'success before [95% CI]', 'success after [95% CI]', 'change (pp)', 'episodes/s'];
 const widths = header.map((h, c) => Math.max(h.length, ...rows.map((r) => r[c].length)));
 console.log();
 for (const row of [header, ...rows]) console.log(row.map((cell, c) => (c < 2 ? cell.padEnd(widths[c]) : cell.padStart(widths[c]))).join('  '));
