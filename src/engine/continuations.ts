@@ -282,11 +282,37 @@ function submit(model: GpuModel, dispatches: Dispatch[]): void {
 }
 
 /**
+ * The distinct requests, and for each request the index of its distinct twin. Identical requests are
+ * common: GRPO's group members share their reset seed, so they start from the same state, and keep
+ * sharing it while they choose alike.
+ */
+export function distinctRequests(requests: ContinuationRequest[]): { distinct: ContinuationRequest[]; of: number[] } {
+  const seen = new Map<string, number>();
+  const distinct: ContinuationRequest[] = [];
+  const of = requests.map((request) => {
+    const key = `${request.prompt.join(',')}|${request.continuations.map((c) => c.join(',')).join(';')}`;
+    let index = seen.get(key);
+    if (index === undefined) {
+      index = distinct.push(request) - 1;
+      seen.set(key, index);
+    }
+    return index;
+  });
+  return { distinct, of };
+}
+
+/**
  * Log-probabilities of each request's continuations after its prompt, all requests in one batched
- * forward (split into groups only where one batch would not fit) and one read-back.
+ * forward (split into groups only where one batch would not fit) and one read-back. Identical
+ * requests run once; each still gets its own copy of the result.
  */
 export async function scoreContinuations(model: GpuModel, requests: ContinuationRequest[], options: ContinuationOptions = {}): Promise<ContinuationScores[]> {
   validate(model, requests);
+  const { distinct, of } = distinctRequests(requests);
+  if (distinct.length < requests.length) {
+    const scores = await scoreContinuations(model, distinct, options);
+    return of.map((i) => structuredClone(scores[i]));
+  }
   const device = model.gpu.device;
   const C = model.config.hiddenSize;
   const adapter = options.adapter ?? null;

@@ -1,6 +1,7 @@
 // The whole engine (load, forward, KV-cache decode, sampling, scoring) against the float64
 // reference on random tiny models of every supported shape, and against PyTorch's outputs on the
 // real stories260K model. Run in Node (tests/unit/model-engine.test.ts) and in headless Chromium.
+import { distinctRequests } from '../../src/engine/continuations.ts';
 import type { GpuContext } from '../../src/engine/gpu/device.ts';
 import { loadModel, type Model } from '../../src/engine/model.ts';
 import { loadModelFiles } from '../../src/engine/model/load.ts';
@@ -362,6 +363,13 @@ const continuationsCheck: ModelCheck = {
           const alone = await model.scoreContinuations([requests[2]], options);
           assertClose(alone[0].tokenLogprobs.flat(), got[2].tokenLogprobs.flat(), `${shape.name}, ${label}: request 2 alone vs in the batch`, 1e-5, 1e-5);
           assert(alone[0].promptHidden === undefined && alone[0].continuationHidden === undefined, 'no hidden states unless asked for');
+          // Repeated requests (as GRPO's group members make) run once, and each gets the scores of its own copy.
+          const picks = [1, 0, 1, 3, 0];
+          const repeated = picks.map((i) => requests[i]);
+          assertEqual(distinctRequests(repeated).distinct.length, 3, `${shape.name}: requests 1, 0 and 3 are the distinct ones`);
+          const twice = await model.scoreContinuations(repeated, options);
+          picks.forEach((i, k) => assertClose(twice[k].tokenLogprobs.flat(), got[i].tokenLogprobs.flat(), `${shape.name}, ${label}: repeated request ${k} (request ${i})`, 1e-5, 1e-5));
+          assert(twice[0].tokenLogprobs !== twice[2].tokenLogprobs, 'each repeated request gets its own copy of the scores');
         }
         const base = await model.scoreContinuations(requests);
         const adapted = await model.scoreContinuations(requests, { adapter });
