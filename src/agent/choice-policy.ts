@@ -16,7 +16,8 @@
 // sequence per episode (src/engine/train/batch.ts) holds them all: the trunk is the last state with its
 // chosen action, every chosen action is a span of it, and every other candidate is a branch that sees
 // the trunk up to its state. Each token is then computed once instead of once per candidate per later
-// step, with the same loss and gradients as one sequence per candidate.
+// step, with the same loss and gradients as one sequence per candidate. Without a value loss, identical
+// states of different episodes (GRPO's group members that chose alike) train once (mergeIdenticalStates).
 import { mulberry32 } from '../common/random.ts';
 import type { Model } from '../engine/model.ts';
 import type { TrainBatch } from '../engine/train/batch.ts';
@@ -287,12 +288,16 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
       if (valueWeight > 0 && item.return === undefined) throw new RangeError('a value loss needs a return for every step');
       return { step, g, target: item.return ?? 0, oldValue: step.value ?? 0 };
     });
-    // The trainer averages over action tokens (each candidate's tokens count once, as in one sequence per
-    // candidate); scale so that the loss is the mean over items instead. g is the gradient with respect to the
-    // softmax's inputs, score / τ: the scores' own gradient is g / τ.
-    const actionTokens = items.reduce((n, { step }) => n + step.actionTokens.reduce((m, t) => m + t.length, 0), 0);
+    // Identical states (GRPO's group members share a reset seed, and often choose alike) train as one item
+    // with their candidate gradients summed: the policy loss is linear in each candidate's weight, so the
+    // gradients are the same from fewer tokens. Not with a value loss: its clipping is not linear in the target.
+    const training = valueWeight > 0 ? perItem : mergeIdenticalStates(perItem);
+    // The trainer averages over the action tokens it is given (each candidate's tokens count once, as in one
+    // sequence per candidate); scale so that the loss is the mean over items instead. g is the gradient with
+    // respect to the softmax's inputs, score / τ: the scores' own gradient is g / τ.
+    const actionTokens = training.reduce((n, { step }) => n + step.actionTokens.reduce((m, t) => m + t.length, 0), 0);
     const scale = actionTokens / items.length;
-    const batches = choiceTrainingBatches(perItem, { lengthNormalize, microBatch, scale: scale / (this.options.temperature ?? 1), value: valueWeight > 0 });
+    const batches = choiceTrainingBatches(training, { lengthNormalize, microBatch, scale: scale / (this.options.temperature ?? 1), value: valueWeight > 0 });
     const metrics = await trainer.step(batches, { pg: 1, value: valueWeight * scale, valueClip: loss.valueClip ?? 0 });
     return { ...metrics, approxKl: approxKl / items.length, clipFraction: clipped / items.length, entropy: entropy / items.length, logProb: logProb / items.length };
   }
@@ -318,6 +323,18 @@ export interface ChoiceBatchOptions {
   scale: number;
   /** Regress V(s) on the row of each state's last token. */
   value: boolean;
+}
+
+/** One item per distinct state (its context and candidates), with the candidate gradients of its copies summed. */
+export function mergeIdenticalStates(items: ChoiceTrainingItem[]): ChoiceTrainingItem[] {
+  const merged = new Map<string, ChoiceTrainingItem>();
+  for (const item of items) {
+    const key = `${item.step.context.join(',')}|${item.step.actionTokens.map((t) => t.join(',')).join(';')}`;
+    const same = merged.get(key);
+    if (same) same.g = same.g.map((g, b) => g + item.g[b]);
+    else merged.set(key, { ...item, g: [...item.g] });
+  }
+  return [...merged.values()];
 }
 
 /** A rolling hash of every prefix of `tokens`: hashes[n] covers tokens[0, n). */

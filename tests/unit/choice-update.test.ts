@@ -184,6 +184,41 @@ describe('ChoicePolicy.update on tree-structured sequences', () => {
     }
   }, 120_000);
 
+  test('without a value loss, identical states train once, with the gradients of one sequence per candidate', async () => {
+    const model = await tinyModel();
+    // Two identical learners: ChoicePolicy.update, which merges identical states, and the per-candidate layout.
+    const learners = [0, 1].map(() => {
+      const adapter = randomAdapter(model, 5);
+      const policy = new ChoicePolicy(model, { env: counter, reset: {}, format: 'plain', adapter, microBatch: 3, lengthNormalize: true });
+      const trainer = new Trainer(model.gpuModel, { train: adapter, optimizer: { schedule: { kind: 'constant', lr: 1e-2 }, eps: 1, maxGradNorm: 0 } });
+      return { adapter, policy, trainer };
+    });
+    // As a GRPO group: three episodes from seed 3 (played alike), one from seed 1, each with its own advantage.
+    const episodes = await learners[0].policy.play([{ seed: 3 }, { seed: 1 }, { seed: 3 }, { seed: 3 }], { reference: true });
+    expect(episodes.every((e) => !e.error && e.steps.length >= 2)).toBe(true);
+    const advantages = [0.7, -0.4, -0.9, 0.3];
+    const items: UpdateItem<ChoiceStep>[] = episodes.flatMap((e, i) => e.steps.map((step) => ({ step: step as ChoiceStep, advantage: advantages[i] })));
+    const loss: PolicyLoss = { objective: 'ppo', clip: 0.2, entropy: 0.05, kl: 0.1 };
+    for (let update = 0; update < 2; update++) {
+      const metrics = [await learners[0].policy.update(learners[0].trainer, items, loss), await perCandidateUpdate(learners[1].policy, learners[1].trainer, items, loss)];
+      const what = `update ${update}`;
+      // the three copies of each state of seed 3 train as one
+      const seed3 = episodes[0].steps.reduce((n, step) => n + (step as ChoiceStep).actionTokens.reduce((m, t) => m + t.length, 0), 0);
+      expect(metrics[0].actionTokens).toBe(metrics[1].actionTokens - 2 * seed3);
+      assertClose([metrics[0]['losses/total']], [metrics[1]['losses/total']], `${what}: loss`, 1e-6, 1e-4);
+      assertClose([metrics[0]['losses/grad_norm']], [metrics[1]['losses/grad_norm']], `${what}: gradient norm`, 1e-7, 1e-4);
+      const [grads, expected] = await Promise.all(learners.map((l) => l.adapter.parameters.readGrads()));
+      let largest = 0;
+      for (const g of expected.values()) for (const x of g) largest = Math.max(largest, Math.abs(x));
+      expect(largest).toBeGreaterThan(1e-4);
+      for (const [name, g] of expected) assertClose(grads.get(name)!, g, `${what}: gradient of ${name}`, 1e-4 * largest, 1e-3);
+    }
+    for (const l of learners) {
+      l.trainer.dispose();
+      l.adapter.dispose();
+    }
+  }, 120_000);
+
   test('scores the candidates anew only once the adapter has changed since the steps were played', async () => {
     const model = await tinyModel();
     const adapter = randomAdapter(model, 9);
