@@ -4,8 +4,9 @@
 // Does RL learn? For each built-in environment and algorithm, in action-level (choice) mode: the
 // test-split success of the greedy policy before training (the base model, measured once per
 // environment) and after N training episodes, each with its 95% (Wilson) interval, the change in
-// percentage points, and the training speed in episodes per second. One table at the end; one line per cell as it finishes, and
-// while a cell trains, a progress line every tenth of its episodes (training success over that tenth).
+// percentage points, and the training speed in episodes per second. One table at the end; one line
+// per cell as it finishes, and while a cell trains, a progress line every tenth of its episodes
+// (training success over that tenth).
 // --show also prints every test episode of each evaluation, one line each (success, the first line
 // of its first observation, the actions taken): what the greedy policy learned, not only how often
 // it succeeds.

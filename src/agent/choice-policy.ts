@@ -19,6 +19,7 @@
 // step, with the same loss and gradients as one sequence per candidate. Without a value loss, identical
 // states of different episodes (GRPO's group members that chose alike) train once (mergeIdenticalStates).
 import { mulberry32 } from '../common/random.ts';
+import { requestKey } from '../engine/continuations.ts';
 import type { Model } from '../engine/model.ts';
 import type { TrainBatch } from '../engine/train/batch.ts';
 import type { Trainer } from '../engine/train/trainer.ts';
@@ -329,7 +330,7 @@ export interface ChoiceBatchOptions {
 export function mergeIdenticalStates(items: ChoiceTrainingItem[]): ChoiceTrainingItem[] {
   const merged = new Map<string, ChoiceTrainingItem>();
   for (const item of items) {
-    const key = `${item.step.context.join(',')}|${item.step.actionTokens.map((t) => t.join(',')).join(';')}`;
+    const key = requestKey({ prompt: item.step.context, continuations: item.step.actionTokens });
     const same = merged.get(key);
     if (same) same.g = same.g.map((g, b) => g + item.g[b]);
     else merged.set(key, { ...item, g: [...item.g] });

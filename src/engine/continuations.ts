@@ -281,6 +281,11 @@ function submit(model: GpuModel, dispatches: Dispatch[]): void {
   model.gpu.device.queue.submit([encoder.finish()]);
 }
 
+/** A string that two requests share exactly when their prompts and continuations are the same tokens. */
+export function requestKey({ prompt, continuations }: ContinuationRequest): string {
+  return `${prompt.join(',')}|${continuations.map((c) => c.join(',')).join(';')}`;
+}
+
 /**
  * The distinct requests, and for each request the index of its distinct twin. Identical requests are
  * common: GRPO's group members share their reset seed, so they start from the same state, and keep
@@ -290,7 +295,7 @@ export function distinctRequests(requests: ContinuationRequest[]): { distinct: C
   const seen = new Map<string, number>();
   const distinct: ContinuationRequest[] = [];
   const of = requests.map((request) => {
-    const key = `${request.prompt.join(',')}|${request.continuations.map((c) => c.join(',')).join(';')}`;
+    const key = requestKey(request);
     let index = seen.get(key);
     if (index === undefined) {
       index = distinct.push(request) - 1;
