@@ -3,7 +3,7 @@
 export const SETTING_HELP: Record<string, string> = {
   episodesPerUpdate: 'Episodes played between two training updates.',
   updateEpochs: 'Passes over the same episodes in each update.',
-  numMinibatches: 'Pieces each pass is split into, one optimiser step each.',
+  numMinibatches: 'Pieces each pass is split into, one optimiser step each; each holds whole episodes.',
   gamma: 'Discount of future rewards per step (1: every step counts fully).',
   gaeLambda: 'GAE λ: 1 uses whole returns, lower leans on the value head.',
   clipCoef: 'How far one update may move an action’s probability ratio.',

@@ -3,6 +3,11 @@
 // clipped surrogate, the clipped value loss and an entropy bonus, with a KL penalty to the reference
 // model (the adapter off) whose coefficient is fixed or adapts to a target.
 //
+// Where CleanRL shuffles single transitions, a minibatch here holds whole episodes: each state of an
+// episode is the one before it plus an action and an observation, so an episode's steps train as one
+// sequence (one transcript; in choice mode a tree of its candidates). Shuffled one by one, the steps
+// of an episode would land in every minibatch, and each minibatch would run its transcript again.
+//
 //   δ_t   = r_t + γ V(s_{t+1}) − V(s_t);   A_t = Σ_k (γλ)^k δ_{t+k};   R_t = A_t + V(s_t)
 //   ρ_t   = π(a_t|s_t) / π_old(a_t|s_t)
 //   loss  = −min(ρ A, clip(ρ, 1 ± ε) A) + c_V ½ max((V − R)², (V_clip − R)²) − c_H H(π) + β k3(π, π_ref)
@@ -18,7 +23,7 @@ export interface PpoConfig {
   episodesPerUpdate: number;
   /** Passes over the collected steps per update. */
   updateEpochs: number;
-  /** Minibatches per epoch. */
+  /** Minibatches per epoch, each of whole episodes (so at most one per episode). */
   numMinibatches: number;
   gamma: number;
   /** GAE λ. */
@@ -73,17 +78,18 @@ export function ppo(config: PpoConfig = PPO_DEFAULTS): Algorithm {
       const episodes = usable(played);
       if (episodes.length === 0) return { episodes: played, metrics: episodeMetrics(played) };
       // 2. GAE per episode; a truncated episode bootstraps from the value of where it stopped.
-      const items = gaeItems(episodes, { gamma: config.gamma, lambda: config.gaeLambda });
-      // 3. Epochs of shuffled minibatches.
+      const episodeItems = episodes.map((e) => gaeItems([e], { gamma: config.gamma, lambda: config.gaeLambda }));
+      const items = episodeItems.flat();
+      // 3. Epochs of shuffled minibatches of whole episodes.
       const random = mulberry32(seed ^ 0x2545f491);
-      const size = Math.max(1, Math.ceil(items.length / config.numMinibatches));
+      const size = Math.max(1, Math.ceil(episodeItems.length / config.numMinibatches));
       let last: Awaited<ReturnType<typeof policy.update>> | undefined;
       let stoppedEarly = 0;
       const clipFractions: number[] = [];
       epochs: for (let epoch = 0; epoch < config.updateEpochs; epoch++) {
-        const order = shuffle(items.length, random);
-        for (let start = 0; start < items.length; start += size) {
-          const minibatch = order.slice(start, start + size).map((i) => items[i]);
+        const order = shuffle(episodeItems.length, random);
+        for (let start = 0; start < episodeItems.length; start += size) {
+          const minibatch = order.slice(start, start + size).flatMap((i) => episodeItems[i]);
           const advantages = minibatch.map((m) => m.advantage);
           const normalized = config.normalizeAdvantages && minibatch.length > 1 ? normalizeAdvantages(advantages) : advantages;
           last = await policy.update(

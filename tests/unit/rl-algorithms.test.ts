@@ -1,12 +1,13 @@
 // Every algorithm end to end on the GPU through the run driver, on a one-step environment whose right
 // answer is known: the action-level policy (or, for DQN, the greedy action of Q) must move towards
 // the rewarded action. And a run stopped after an update and resumed ends bit-identical to one that
-// ran straight through, with every stored episode kept.
+// ran straight through, with every stored episode kept. PPO's minibatching is checked on its own.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { ChoicePolicy } from '../../src/agent/choice-policy.ts';
+import type { PlayedEpisode, Policy, PolicyOptions, UpdateItem, UpdateMetrics } from '../../src/agent/policy.ts';
 import { Transcript } from '../../src/agent/transcript.ts';
 import type { GpuLoraAdapter } from '../../src/engine/lora/gpu-adapter.ts';
 import { loadModel, type Model } from '../../src/engine/model.ts';
@@ -14,6 +15,7 @@ import { MemoryModelSource } from '../../src/engine/model/memory-source.ts';
 import { readCheckpoint } from '../../src/engine/train/checkpoint.ts';
 import type { EnvModule } from '../../src/env/types.ts';
 import type { AlgorithmName } from '../../src/rl/index.ts';
+import { PPO_DEFAULTS, ppo } from '../../src/rl/ppo.ts';
 import { TRAIN_DEFAULTS, trainRun, type TrainConfig } from '../../src/rl/run.ts';
 import { FileTrajectoryStore } from '../../src/store/files.ts';
 import { tinyModelFiles } from '../shared/tiny-model.ts';
@@ -154,5 +156,77 @@ describe('algorithms on the run driver', () => {
 
     // Other settings under the same run: refused, naming the difference.
     await expect(trainRun(model, yesOrNo, store, 'interrupted', config('a2c', 24, settings))).rejects.toThrow(/algo: "ppo" then, "a2c" now/);
+  });
+});
+
+describe('PPO minibatches', () => {
+  /** Episodes of uneven length (each step records its episode and time) and the minibatches PPO updates on. */
+  async function minibatchesOf(lengths: number[], numMinibatches: number, updateEpochs: number): Promise<UpdateItem[][]> {
+    const played: PlayedEpisode[] = lengths.map((n, e) => ({
+      seed: e,
+      samplingSeed: e,
+      totalReward: 1,
+      success: true,
+      steps: Array.from({ length: n }, (_, t) => ({
+        observation: `episode ${e}`,
+        action: `step ${t}`,
+        reward: t === n - 1 ? 1 : 0,
+        terminated: t === n - 1,
+        truncated: false,
+        info: {},
+        logProb: -0.5,
+        value: 0.25 * t,
+        tokens: { ids: [e, t], actionMask: [0, 1] },
+      })),
+    }));
+    const minibatches: UpdateItem[][] = [];
+    const metrics: UpdateMetrics = {
+      'losses/total': 0,
+      terms: {} as UpdateMetrics['terms'],
+      'charts/learning_rate': 1e-3,
+      'losses/grad_norm': 0,
+      'losses/value_grad_norm': 0,
+      skipped: false,
+      step: 0,
+      tokens: 0,
+      actionTokens: 0,
+      approxKl: 0,
+      clipFraction: 0,
+      entropy: 0,
+      logProb: 0,
+    };
+    const policy: Policy = {
+      mode: 'choice',
+      options: {} as PolicyOptions,
+      play: async () => played,
+      update: async (_trainer, items) => (minibatches.push(items), metrics),
+    };
+    const algorithm = ppo({ ...PPO_DEFAULTS, episodesPerUpdate: lengths.length, numMinibatches, updateEpochs, klCoef: 0, targetKl: null });
+    await algorithm.update({ model: null as never, trainer: null as never, policy, update: 0, seed: 11 });
+    return minibatches;
+  }
+  const where = (item: UpdateItem) => item.step.tokens.ids as [number, number];
+
+  test('hold whole episodes, their steps in order, and every step once per epoch', async () => {
+    const lengths = [3, 1, 4, 2, 5, 1];
+    const minibatches = await minibatchesOf(lengths, 3, 2);
+    expect(minibatches).toHaveLength(6);
+    for (let epoch = 0; epoch < 2; epoch++) {
+      const seen = minibatches.slice(3 * epoch, 3 * epoch + 3).map((minibatch) => {
+        const episodes = [...new Set(minibatch.map((item) => where(item)[0]))];
+        expect(episodes).toHaveLength(2);
+        // Each episode's steps, complete and in order, one after the other.
+        expect(minibatch.map(where)).toEqual(episodes.flatMap((e) => Array.from({ length: lengths[e] }, (_, t) => [e, t])));
+        return episodes;
+      });
+      expect(seen.flat().sort()).toEqual([0, 1, 2, 3, 4, 5]);
+    }
+    // Shuffled: the second epoch does not repeat the first's minibatches.
+    expect(minibatches.slice(3).map((m) => m.map(where))).not.toEqual(minibatches.slice(0, 3).map((m) => m.map(where)));
+  });
+
+  test('more minibatches than episodes gives one minibatch per episode', async () => {
+    const minibatches = await minibatchesOf([2, 3], 4, 1);
+    expect(minibatches.map((m) => m.length).sort()).toEqual([2, 3]);
   });
 });
