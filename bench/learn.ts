@@ -1,4 +1,4 @@
-// npm run bench:learn -- [--model DIR] [--envs a,b] [--algos a,b] [--episodes N] [--eval-episodes M] [--difficulty D] [--seed S] [--set key=value]
+// npm run bench:learn -- [--model DIR|URL|hf:OWNER/REPO] [--envs a,b] [--algos a,b] [--episodes N] [--eval-episodes M] [--difficulty D] [--seed S] [--set key=value]
 //                         [--show] [--out DIR]
 //
 // Does RL learn? For each built-in environment and algorithm, in action-level (choice) mode: the
@@ -19,10 +19,8 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { makePolicy } from '../src/agent/policies.ts';
 import type { PlayedEpisode } from '../src/agent/policy.ts';
-import { requestNodeGpu } from '../src/engine/gpu/node-gpu.ts';
 import type { GpuLoraAdapter } from '../src/engine/lora/gpu-adapter.ts';
-import { loadModel } from '../src/engine/model.ts';
-import { openModelSource } from '../src/engine/model/source-node.ts';
+import { loadModelForCli } from '../src/cli/load.ts';
 import { BUILTIN_ENVIRONMENTS } from '../src/env/builtin/index.ts';
 import type { EnvModule } from '../src/env/types.ts';
 import { evaluatePolicy, type Estimate } from '../src/rl/evaluate.ts';
@@ -52,8 +50,8 @@ const episodes = Number(values.episodes);
 const evalEpisodes = Number(values['eval-episodes']);
 const overrides = Object.fromEntries(values.set!.map((kv) => [kv.slice(0, kv.indexOf('=')), JSON.parse(kv.slice(kv.indexOf('=') + 1))]));
 
-const gpu = await requestNodeGpu();
-const model = await loadModel(gpu, openModelSource(resolve(values.model!)));
+// Any model the CLI takes (a folder, a URL, a Hub id), e.g. a pretrained one: --model hf:HuggingFaceTB/SmolLM2-135M-Instruct.
+const model = await loadModelForCli(values.model!);
 const root = values.out === undefined ? mkdtempSync(join(tmpdir(), 'rlplay-bench-learn-')) : resolve(values.out);
 mkdirSync(root, { recursive: true });
 const store = new FileTrajectoryStore(root);
@@ -83,7 +81,7 @@ async function trainingSpeed(runId: string): Promise<number> {
   return (perUpdate.at(-1)?.step ?? 0) / seconds;
 }
 const format = model.tokenizer.hasChatTemplate ? ('chat' as const) : ('plain' as const);
-console.log(`model ${values.model} (WebGPU: ${gpu.adapterName}); choice mode, difficulty ${values.difficulty}, ${episodes} training episodes, ${evalEpisodes} test episodes per evaluation`);
+console.log(`model ${values.model} (WebGPU: ${model.gpu.adapterName}); choice mode, difficulty ${values.difficulty}, ${episodes} training episodes, ${evalEpisodes} test episodes per evaluation`);
 
 function baseConfig(env: string, algo: AlgorithmName): TrainConfig {
   return { ...TRAIN_DEFAULTS, model: values.model!, env, algo, episodes, seed: Number(values.seed), difficulty: Number(values.difficulty), format, algorithm: overrides };
