@@ -25,7 +25,7 @@ import type { TrainBatch } from '../engine/train/batch.ts';
 import type { Trainer } from '../engine/train/trainer.ts';
 import type { Env, EnvInfo } from '../env/types.ts';
 import { actionEntropy, actionLogProbs, sampleAction } from '../rl/action-policy.ts';
-import type { PlayedEpisode, PlayOptions, PlayRequest, Policy, PolicyLoss, PolicyOptions, PolicyStep, UpdateItem, UpdateMetrics } from './policy.ts';
+import { MissingExpertError, requireExpert, type PlayedEpisode, type PlayOptions, type PlayRequest, type Policy, type PolicyLoss, type PolicyOptions, type PolicyStep, type UpdateItem, type UpdateMetrics } from './policy.ts';
 import { Transcript } from './transcript.ts';
 
 export interface ChoiceStep extends PolicyStep {
@@ -96,7 +96,8 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
     const value = options.values ? await readValueHead(this.options) : undefined;
     interface Live {
       episode: PlayedEpisode<ChoiceStep>;
-      env?: Env & { expertAction?: () => string };
+      env?: Env;
+      expert?: () => Promise<string>;
       transcript: Transcript;
       random: () => number;
       observation: string;
@@ -118,21 +119,26 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
       options.onEpisode?.(l.episode);
     };
     try {
+      let missingExpert: MissingExpertError | null = null;
       await Promise.all(
         live.map(async (l) => {
           try {
             l.env = await module.make();
+            if (options.expert) l.expert = requireExpert(module, l.env);
             const reset = await l.env.reset({ seed: l.episode.seed, options: this.options.reset });
             if (!l.env.validActions) throw new Error(`environment ${module.id} has no validActions(): it cannot be played by an action-level policy (use the text mode)`);
-            if (options.expert && typeof l.env.expertAction !== 'function') throw new Error(`environment ${module.id} has no scripted expert (expertAction()): demonstrations need one; train BC on the run's own successful episodes instead`);
             l.transcript.addObservation(reset.observation);
             l.observation = reset.observation;
           } catch (error) {
-            fail(l, error);
-            options.onEpisode?.(l.episode);
+            if (error instanceof MissingExpertError) missingExpert = error;
+            else {
+              fail(l, error);
+              options.onEpisode?.(l.episode);
+            }
           }
         }),
       );
+      if (missingExpert) throw missingExpert;
       for (let t = 0; t < module.maxEpisodeSteps; t++) {
         const active = live.filter((l) => !l.done);
         if (active.length === 0) break;
@@ -142,7 +148,7 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
             try {
               const actions = await l.env!.validActions!();
               if (!Array.isArray(actions) || actions.length === 0) throw new Error(`environment ${module.id} offered no valid actions at step ${t}`);
-              const expert = options.expert ? l.env!.expertAction!() : undefined;
+              const expert = l.expert ? await l.expert() : undefined;
               if (expert !== undefined && !actions.includes(expert)) throw new Error(`the scripted expert of ${module.id} chose ${JSON.stringify(expert)} at step ${t}, which is not among its valid actions`);
               return { l, actions, actionTokens: actions.map((a) => l.transcript.encodeAction(a)), expert };
             } catch (error) {

@@ -18,7 +18,7 @@
 import type { GpuLoraAdapter } from '../engine/lora/gpu-adapter.ts';
 import type { StepMetrics, Trainer } from '../engine/train/trainer.ts';
 import type { ValueHead } from '../engine/train/value-head.ts';
-import type { EnvInfo, EnvModule, ResetOptions } from '../env/types.ts';
+import type { Env, EnvInfo, EnvModule, ResetOptions } from '../env/types.ts';
 import type { PromptFormat } from './transcript.ts';
 
 export type PolicyMode = 'text' | 'choice';
@@ -129,4 +129,23 @@ export interface Policy<S extends PolicyStep = PolicyStep> {
   play(requests: PlayRequest[], options?: PlayOptions): Promise<PlayedEpisode<S>[]>;
   /** One optimiser step of `trainer` on the items. */
   update(trainer: Trainer, items: UpdateItem<S>[], loss: PolicyLoss): Promise<UpdateMetrics>;
+}
+
+/** Thrown by play() when demonstrations are asked of an environment without a scripted expert. */
+export class MissingExpertError extends Error {}
+
+/**
+ * The environment's scripted expert, for demonstrations: it gives the action the expert takes now.
+ * Every instance of a module has the same methods, so a module without an expert fails the whole
+ * play() call (MissingExpertError), not each episode: there is nothing to imitate, and a run should
+ * stop at once rather than record only failures.
+ */
+export function requireExpert(module: EnvModule, env: Env): () => Promise<string> {
+  if (typeof env.expertAction !== 'function') {
+    throw new MissingExpertError(
+      `environment ${module.id} has no scripted expert (expertAction()): demonstrations need one; ` +
+        "add expertAction() to the environment (docs/environments.md), or train BC on the run's own successful episodes (--set source=successes)",
+    );
+  }
+  return async () => env.expertAction!();
 }

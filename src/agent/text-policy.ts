@@ -22,7 +22,7 @@ import type { Trainer } from '../engine/train/trainer.ts';
 import { pcgHash, resolveSampling } from '../engine/sampling-params.ts';
 import type { Env, EnvInfo, StepResult } from '../env/types.ts';
 import { actionSpans, type ActionSpan } from '../rl/credit.ts';
-import type { PlayedEpisode, PlayOptions, PlayRequest, Policy, PolicyLoss, PolicyOptions, PolicyStep, UpdateItem, UpdateMetrics } from './policy.ts';
+import { MissingExpertError, requireExpert, type PlayedEpisode, type PlayOptions, type PlayRequest, type Policy, type PolicyLoss, type PolicyOptions, type PolicyStep, type UpdateItem, type UpdateMetrics } from './policy.ts';
 import { Transcript } from './transcript.ts';
 
 /** An episode's token sequence and action mask. */
@@ -63,7 +63,8 @@ export interface TextPolicyOptions extends PolicyOptions {
 /** One episode while it is played. */
 interface Live {
   episode: PlayedEpisode<TextStep>;
-  env?: Env & { expertAction?: () => string };
+  env?: Env;
+  expert?: () => Promise<string>;
   transcript: Transcript;
   /** Filled in when the episode ends; shared by its steps. */
   whole: EpisodeTokens;
@@ -154,22 +155,23 @@ export class TextPolicy implements Policy<TextStep> {
     };
     const endEpisodes = () => this.finish(live.filter((l) => l.done && !l.reported), options, valueHead);
     try {
+      let missingExpert: MissingExpertError | null = null;
       await Promise.all(
         live.map(async (l) => {
           try {
             l.env = await module.make();
-            if (options.expert && typeof l.env.expertAction !== 'function') {
-              throw new Error(`environment ${module.id} has no scripted expert (expertAction()): demonstrations need one`);
-            }
+            if (options.expert) l.expert = requireExpert(module, l.env);
             const reset = await l.env.reset({ seed: l.episode.seed, options: this.options.reset });
             if (!reset || typeof reset.observation !== 'string') throw new Error(`environment ${module.id}: reset() must return { observation: string, info }`);
             l.transcript.addObservation(reset.observation);
             l.observation = reset.observation;
           } catch (error) {
-            fail(l, error);
+            if (error instanceof MissingExpertError) missingExpert = error;
+            else fail(l, error);
           }
         }),
       );
+      if (missingExpert) throw missingExpert;
       await endEpisodes();
 
       for (let t = 0; t < module.maxEpisodeSteps; t++) {
@@ -181,7 +183,7 @@ export class TextPolicy implements Policy<TextStep> {
           chosen = [];
           for (const l of acting) {
             try {
-              const text = l.env!.expertAction!();
+              const text = await l.expert!();
               if (typeof text !== 'string') throw new Error(`the scripted expert of ${module.id} returned ${JSON.stringify(text)} at step ${t}, not a string`);
               const ids = l.transcript.encodeAction(text);
               if (l.transcript.ids.length + ids.length > positions) outOfContext(l, ids.length);

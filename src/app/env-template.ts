@@ -1,8 +1,10 @@
 // The editor's starting point: a complete, small environment that shows every part of the contract
-// (docs/environments.md): seeded instances, reset/step/validActions, per-step reward, info.success.
+// (docs/environments.md): seeded instances, reset/step/validActions, per-step reward, info.success,
+// a scripted expert.
 export const ENV_TEMPLATE = `// A custom environment: pick the largest number. Edit it, press Validate, then train on it.
 // The contract (docs/environments.md): reset({ seed, options }) -> { observation, info };
-// step(action) -> { observation, reward, terminated, truncated, info }; validActions() -> string[].
+// step(action) -> { observation, reward, terminated, truncated, info }; validActions() -> string[];
+// expertAction() -> the action a scripted expert takes (optional; behaviour cloning imitates it).
 // Draw all randomness from the seed, never from Math.random(), so that episodes replay exactly.
 
 function mulberry32(seed) {
@@ -28,6 +30,9 @@ export default {
       },
       validActions() {
         return numbers.map((n) => 'pick ' + n);
+      },
+      expertAction() {
+        return 'pick ' + Math.max(...numbers);
       },
       step(action) {
         const picked = Number(String(action).replace(/[^0-9]/g, ''));

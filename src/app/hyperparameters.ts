@@ -28,7 +28,7 @@ export const SETTING_HELP: Record<string, string> = {
   epsilonStart: 'Share of random actions at the start.',
   epsilonEnd: 'Share of random actions after exploration.',
   explorationEpisodes: 'Episodes over which random actions fade out.',
-  source: 'Imitate the scripted expert, or the run’s own successful episodes.',
+  source: 'Imitate the scripted expert (every built-in has one; a custom environment needs expertAction()), or the run’s own successful episodes.',
 };
 
 /** The choices of a string setting. */

@@ -45,7 +45,7 @@ export interface ModuleSummary {
   fields: { id: FieldSummary; description: FieldSummary; maxEpisodeSteps: FieldSummary; make: FieldSummary };
 }
 
-export type EnvCallMethod = 'reset' | 'step' | 'validActions' | 'close';
+export type EnvCallMethod = 'reset' | 'step' | 'validActions' | 'close' | 'expertAction';
 
 export interface EnvHostApi {
   /** Imports the module once; later calls fail. */

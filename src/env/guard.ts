@@ -316,6 +316,13 @@ export function validateStepResult(value: unknown, place: CallPlace): StepResult
   return value as unknown as StepResult;
 }
 
+export function validateExpertAction(value: unknown, place: CallPlace): string {
+  if (typeof value !== 'string') {
+    throw new EnvError({ env: place.env, method: 'expertAction', kind: 'malformed', step: place.step, problem: `expertAction() returned ${describeValue(value)}${at('expertAction', place.step)}; it must return an action string`, fix: 'return the action the expert takes now, as a string' });
+  }
+  return value;
+}
+
 export function validateValidActions(value: unknown, place: CallPlace): string[] {
   const fix = 'return a non-empty array of action strings, the actions that make sense now';
   if (!Array.isArray(value)) {
@@ -400,7 +407,7 @@ class GuardedEnv implements Env {
   /** Set after a timeout or crash; cleared by reset(). */
   private stoppedBy: EnvError | null = null;
   validActions?: () => Promise<string[]>;
-  expertAction?: () => string;
+  expertAction?: () => Promise<string>;
 
   constructor(
     private readonly inner: Env,
@@ -454,18 +461,10 @@ class GuardedEnv implements Env {
     return this.call('validActions', step, () => this.inner.validActions!(), validateValidActions);
   }
 
-  private callExpertAction(): string {
-    const place = { env: this.envId, step: this.steps + 1 };
-    let action: unknown;
-    try {
-      action = (this.inner as Env & { expertAction(): unknown }).expertAction();
-    } catch (error) {
-      throw toEnvError(error, 'expertAction', place, this.inWorker);
-    }
-    if (typeof action !== 'string') {
-      throw new EnvError({ env: this.envId, method: 'expertAction', kind: 'malformed', step: place.step, problem: `expertAction() returned ${describeValue(action)}${at('expertAction', place.step)}; it must return an action string`, fix: 'return the action the expert takes now, as a string' });
-    }
-    return action;
+  private async callExpertAction(): Promise<string> {
+    const step = this.steps + 1;
+    this.checkRunning('expertAction', step);
+    return this.call('expertAction', step, () => this.inner.expertAction!(), validateExpertAction);
   }
 
   async close(): Promise<void> {
@@ -474,15 +473,20 @@ class GuardedEnv implements Env {
   }
 }
 
+/** A guarded built-in: make() stays synchronous, and the expert is always there. */
+export interface GuardedBuiltinModule extends EnvModule {
+  make(options?: Record<string, unknown>): Env & { expertAction(): Promise<string> };
+}
+
 /**
  * Wraps an environment module so that every call is validated and time-limited: the module's shape
  * is checked now (an EnvError if it is wrong), make() must give an Env, and every reset, step and
  * validActions result must follow the contract. Async calls that do not settle within
  * `stepTimeoutMs` fail with an EnvError; the instance then refuses step() until the next reset().
- * The returned module's make() is synchronous when the inner one is, so a built-in stays a
- * BuiltinEnvModule (its Env keeps expertAction).
+ * The returned module's make() is synchronous when the inner one is, and a built-in's Env keeps its
+ * expert (guarded and time-limited like the other calls, so asynchronous).
  */
-export function guardEnvModule(module: BuiltinEnvModule, options?: GuardOptions): BuiltinEnvModule;
+export function guardEnvModule(module: BuiltinEnvModule, options?: GuardOptions): GuardedBuiltinModule;
 export function guardEnvModule<M extends EnvModule>(module: M, options?: GuardOptions): EnvModule;
 export function guardEnvModule(module: EnvModule, options: GuardOptions = {}): EnvModule {
   validateEnvModule(module, options.label);

@@ -43,6 +43,12 @@ export interface Env {
   /** The actions that make sense now, for action-level policies (a softmax over this list). */
   validActions?(): MaybePromise<string[]>;
   close?(): MaybePromise<void>;
+  /**
+   * A scripted expert: the action it takes now (it may read the hidden state; it plays well, not
+   * perfectly). Optional; with it, behaviour cloning can imitate demonstrations and `rlplay collect
+   * --expert` can record them.
+   */
+  expertAction?(): MaybePromise<string>;
 }
 
 /** What an environment module exports by default. */
@@ -56,10 +62,10 @@ export interface EnvModule {
 
 /** A built-in environment: also a scripted expert, for demonstrations, baselines and tests. */
 export interface BuiltinEnvModule extends EnvModule {
-  make(options?: Record<string, unknown>): Env & ExpertEnv;
+  make(options?: Record<string, unknown>): ExpertEnv;
 }
 
-export interface ExpertEnv {
-  /** The action a scripted expert takes now (it may read the hidden state; it plays well, not perfectly). */
+/** An Env whose expert is always there and answers at once (built-ins: the default model's corpus and the tests call it synchronously). */
+export interface ExpertEnv extends Env {
   expertAction(): string;
 }

@@ -207,6 +207,7 @@ class WorkerPool {
 /** An Env whose calls run in a worker; the guard (guard.ts) validates what comes back. */
 class WorkerEnv implements Env {
   validActions?: () => Promise<string[]>;
+  expertAction?: () => Promise<string>;
 
   constructor(
     private readonly pool: WorkerPool,
@@ -217,6 +218,7 @@ class WorkerEnv implements Env {
     private readonly make: (worker: HostWorker, options: Record<string, unknown> | undefined) => Promise<Record<string, string>>,
   ) {
     if (methods.validActions === 'function') this.validActions = () => this.invoke('validActions') as Promise<string[]>;
+    if (methods.expertAction === 'function') this.expertAction = () => this.invoke('expertAction') as Promise<string>;
   }
 
   async reset(args: { seed: number; options?: Record<string, unknown> }): Promise<ResetResult> {

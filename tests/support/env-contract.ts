@@ -14,7 +14,7 @@ export interface EpisodeLog {
   steps: number;
 }
 
-type Policy = (env: Env & ExpertEnv, observation: string, random: () => number) => Promise<string> | string;
+type Policy = (env: ExpertEnv, observation: string, random: () => number) => Promise<string> | string;
 
 export const expertPolicy: Policy = (env) => env.expertAction();
 

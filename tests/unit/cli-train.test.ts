@@ -10,6 +10,7 @@ import { CLI, rlplay } from '../support/cli.ts';
 import { STORIES260K_DIR } from '../support/model-folder.ts';
 
 const FLAKY = join(import.meta.dirname, '../fixtures/envs/flaky-coin.js');
+const WORD_GUESS = join(import.meta.dirname, '../fixtures/envs/word-guess.js');
 
 
 const trainArgs = (out: string, episodes: number) => [
@@ -127,6 +128,28 @@ describe.skipIf(!existsSync(STORIES260K_DIR))('rlplay train, collect and export'
     const episodes = await trajectories(out);
     expect(episodes).toHaveLength(3);
     expect(episodes.every((e) => (e as unknown as { success: boolean }).success)).toBe(true);
+  });
+
+  test("BC imitates a custom environment's scripted expert; without one it stops at once and says what to do", async () => {
+    const out = join(root, 'bc-expert');
+    const bcArgs = (env: string, dir: string) => ['train', '--model', STORIES260K_DIR, '--env', env, '--algo', 'bc', '--episodes', '8', '--set', 'episodesPerUpdate=4', '--out', dir];
+    const imitated = await rlplay(...bcArgs(WORD_GUESS, out));
+    expect(imitated.code, imitated.stderr).toBe(0);
+    const episodes = await trajectories(out);
+    expect(episodes).toHaveLength(8);
+    expect(episodes.every((e) => !e.error && (e as unknown as { success: boolean }).success)).toBe(true);
+    const metrics = (await readFile(join(out, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
+    expect(metrics.filter((m) => m.name === 'bc/imitated_episodes').map((m) => m.value)).toEqual([4, 4]);
+    expect(metrics.filter((m) => m.name === 'losses/policy_loss')).toHaveLength(2);
+
+    const never = join(root, 'bc-no-expert');
+    const missing = await rlplay(...bcArgs(FLAKY, never));
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('environment flaky-coin has no scripted expert (expertAction())');
+    expect(missing.stderr).toContain('--set source=successes');
+    expect(missing.stderr).not.toContain('ended early');
+    const stored = existsSync(join(never, 'trajectories.jsonl')) ? (await readFile(join(never, 'trajectories.jsonl'), 'utf8')).trim() : '';
+    expect(stored).toBe('');
   });
 
   test('quickstart runs collect, evaluate, PPO, evaluate and export, and says where everything went', async () => {

@@ -62,7 +62,7 @@ describe('guardEnvModule on in-process environments', () => {
       expect(await checked.reset({ seed: 5 })).toEqual(await raw.reset({ seed: 5 }));
       for (let t = 0; t < builtin.maxEpisodeSteps; t++) {
         expect(await checked.validActions!()).toEqual(await raw.validActions!());
-        const action = checked.expertAction();
+        const action = await checked.expertAction();
         expect(action).toBe(raw.expertAction());
         const [a, b] = [await raw.step(action), await checked.step(action)];
         expect(b).toEqual(a);
@@ -260,6 +260,41 @@ describe('custom environment files in worker threads', () => {
     await crashing.reset({ seed: 2 });
     expect((await crashing.step('up')).observation).toBe('step 1');
     await Promise.all([looping.close!(), crashing.close!()]);
+  });
+
+  test("the scripted expert runs in the worker, guarded like step(): its answer, a throw, a wrong type and a loop", async () => {
+    const fine = await made('none');
+    await fine.reset({ seed: 1 });
+    expect(await fine.expertAction!()).toBe('up');
+    const cases: [string, string, string][] = [
+      ['expert-throw', 'threw', 'expertAction() threw before step 2: Error: the expert lost count'],
+      ['expert-number', 'malformed', 'expertAction() returned 7 before step 2; it must return an action string'],
+      ['expert-loop', 'timeout', `expertAction() did not finish within ${LIMIT} ms before step 2; its worker was stopped`],
+    ];
+    for (const [fault, kind, message] of cases) {
+      const env = await made(fault);
+      await env.reset({ seed: 1 });
+      await env.step(await env.expertAction!());
+      const error = await envError(env.expertAction!());
+      expect(error.message, fault).toContain(message);
+      expect([error.kind, error.method, error.step], fault).toEqual([kind, 'expertAction', 2]);
+      await env.close!();
+    }
+    // The docs' example has an expert that wins every episode, choosing among the listed actions.
+    const wordGuess = await loadEnvFile(fixture('word-guess.js'));
+    const env = await wordGuess.make();
+    for (const seed of [1, 2, 3]) {
+      await env.reset({ seed });
+      let result: StepResult;
+      do {
+        const action = await env.expertAction!();
+        expect(await env.validActions!()).toContain(action);
+        result = await env.step(action);
+      } while (!result.terminated && !result.truncated);
+      expect(result.info.success).toBe(true);
+    }
+    await Promise.all([fine.close!(), env.close!()]);
+    await wordGuess.dispose();
   });
 
   test('files that do not load give an EnvError naming the file and the fix', async () => {

@@ -196,9 +196,8 @@ describe('TextPolicy.play', () => {
       expect(e.steps).toHaveLength(3);
       expect(e.steps[2].terminated).toBe(true);
     }
-    // No scripted expert: every episode says so.
-    const noExpert = await p.play([{ seed: 1 }], { expert: true });
-    expect(noExpert[0].error).toMatch(/no scripted expert/);
+    // No scripted expert: nothing to imitate, so the whole call fails, with the way out.
+    await expect(p.play([{ seed: 1 }, { seed: 2 }], { expert: true })).rejects.toThrow(/environment counter has no scripted expert .*--set source=successes/);
   });
 
   test('an episode that outgrows the model\'s context is cut short', async () => {
