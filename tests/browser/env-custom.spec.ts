@@ -1,7 +1,7 @@
 // Custom environments from source text in Chromium: the module runs in a Web Worker inside an
 // opaque-origin sandbox iframe (src/env/load-browser.ts) that reaches neither rlplay's IndexedDB
 // nor the network; a good one plays like the same module imported
-// in the page, a throwing one ends its episode with an EnvError, and a synchronous infinite loop is
+// in the page (its scripted expert too), a throwing one ends its episode with an EnvError, and a synchronous infinite loop is
 // stopped at the time limit while the page stays responsive, the next episode on a fresh worker.
 import { expect, test, type Page } from '@playwright/test';
 import type {} from '../support/env-custom-page.ts'; // window.rlplayEnvCustom
@@ -29,6 +29,7 @@ test('a good environment runs in a worker exactly as in the page', async () => {
     expect(id).toBe('word-guess');
     expect(inWorker.observations.length).toBeGreaterThan(1);
     expect(typeof inWorker.success).toBe('boolean');
+    expect(inWorker.experts.every((action) => action.startsWith('guess: '))).toBe(true);
     expect(inWorker).toEqual(inPage);
   }
 });

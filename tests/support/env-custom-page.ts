@@ -18,6 +18,8 @@ export interface ErrorReport {
 export interface EpisodeReport {
   observations: string[];
   rewards: number[];
+  /** The scripted expert's action before each step. */
+  experts: string[];
   success: unknown;
 }
 
@@ -51,9 +53,10 @@ async function caught(run: () => Promise<unknown>): Promise<ErrorReport | null> 
 
 async function play(module: EnvModule, seed: number): Promise<EpisodeReport> {
   const env = await module.make();
-  const report: EpisodeReport = { observations: [(await env.reset({ seed })).observation], rewards: [], success: undefined };
+  const report: EpisodeReport = { observations: [(await env.reset({ seed })).observation], rewards: [], experts: [], success: undefined };
   for (let t = 0; t < module.maxEpisodeSteps; t++) {
     const actions = await env.validActions!();
+    report.experts.push(await env.expertAction!());
     const result: StepResult = await env.step(actions[t % actions.length]);
     report.observations.push(result.observation);
     report.rewards.push(result.reward);
