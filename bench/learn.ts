@@ -1,7 +1,8 @@
-// npm run bench:learn -- [--model DIR|URL|hf:OWNER/REPO] [--envs a,b] [--algos a,b] [--episodes N] [--eval-episodes M] [--difficulty D] [--seed S] [--set key=value]
+// npm run bench:learn -- [--model DIR|URL|hf:OWNER/REPO] [--envs ID|FILE,...] [--algos a,b] [--episodes N] [--eval-episodes M] [--difficulty D] [--seed S] [--set key=value]
 //                         [--show] [--out DIR]
 //
-// Does RL learn? For each built-in environment and algorithm, in action-level (choice) mode: the
+// Does RL learn? For each environment (the built-ins by default; a custom environment's file works
+// too) and algorithm, in action-level (choice) mode: the
 // test-split success of the greedy policy before training (the base model, measured once per
 // environment) and after N training episodes, each with its 95% (Wilson) interval, the change in
 // percentage points, and the training speed in episodes per second. One table at the end; one line
@@ -22,6 +23,7 @@ import type { PlayedEpisode } from '../src/agent/policy.ts';
 import type { GpuLoraAdapter } from '../src/engine/lora/gpu-adapter.ts';
 import { loadModelForCli } from '../src/cli/load.ts';
 import { BUILTIN_ENVIRONMENTS } from '../src/env/builtin/index.ts';
+import { resolveEnvironment } from '../src/env/resolve-node.ts';
 import type { EnvModule } from '../src/env/types.ts';
 import { evaluatePolicy, type Estimate } from '../src/rl/evaluate.ts';
 import { ALGORITHMS, type AlgorithmName } from '../src/rl/index.ts';
@@ -42,9 +44,8 @@ const { values } = parseArgs({
     out: { type: 'string' },
   },
 });
-const envIds = values.envs!.split(',');
+const envSpecs = values.envs!.split(',');
 const algos = values.algos!.split(',') as AlgorithmName[];
-for (const id of envIds) if (!BUILTIN_ENVIRONMENTS.has(id)) throw new Error(`unknown environment ${id}; built-ins: ${[...BUILTIN_ENVIRONMENTS.keys()].join(', ')}`);
 for (const a of algos) if (!ALGORITHMS.includes(a)) throw new Error(`unknown algorithm ${a}; choose from ${ALGORITHMS.join(', ')}`);
 const episodes = Number(values.episodes);
 const evalEpisodes = Number(values['eval-episodes']);
@@ -84,6 +85,7 @@ const format = model.tokenizer.hasChatTemplate ? ('chat' as const) : ('plain' as
 console.log(`model ${values.model} (WebGPU: ${model.gpu.adapterName}); choice mode, difficulty ${values.difficulty}, ${episodes} training episodes, ${evalEpisodes} test episodes per evaluation`);
 
 function baseConfig(env: string, algo: AlgorithmName): TrainConfig {
+  // `env` as --env takes it (a built-in's id or a file), as the CLI records it.
   return { ...TRAIN_DEFAULTS, model: values.model!, env, algo, episodes, seed: Number(values.seed), difficulty: Number(values.difficulty), format, algorithm: overrides };
 }
 
@@ -105,46 +107,52 @@ const rows: string[][] = [];
 const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
 const interval = (e: Estimate) => `${pct(e.value)} [${(100 * e.low).toFixed(0)}, ${(100 * e.high).toFixed(0)}]`;
 try {
-  for (const envId of envIds) {
-    const env = BUILTIN_ENVIRONMENTS.get(envId)!;
-    if (figures.before[envId] === undefined) {
-      figures.before[envId] = await testSuccess(env, null, 'before training');
-      saveFigures();
-    }
-    const before = figures.before[envId];
-    for (const algo of algos) {
-      const runId = `${envId}-${algo}`;
-      if (figures.cells[runId] === undefined) {
-        const started = performance.now();
-        const tenth = Math.max(1, Math.round(episodes / 10));
-        let reported: number | null = null;
-        let played = 0; // in this invocation: a resumed run has played some before
-        const successes: number[] = [];
-        const outcome = await trainRun(model, env, store, runId, baseConfig(envId, algo), {
-          onLog: (message) => console.log(`  ${message}`),
-          onEpisode: () => played++,
-          onUpdate: ({ episodes: done, metrics }) => {
-            successes.push(metrics['charts/success_rate']);
-            reported ??= done - played;
-            if (done - reported < tenth && done < episodes) return;
-            const elapsed = (performance.now() - started) / 1000;
-            console.log(`  ${envId} ${algo}: ${done}/${episodes} episodes, training success ${pct(successes.reduce((a, b) => a + b, 0) / successes.length)} over the last ${done - reported}, ${(played / elapsed).toFixed(2)} episodes/s`);
-            reported = done;
-            successes.length = 0;
-          },
-        });
-        try {
-          const after = await testSuccess(env, outcome.adapter, `after ${algo}`);
-          figures.cells[runId] = { after, episodesPerSecond: await trainingSpeed(runId) };
-          saveFigures();
-        } finally {
-          outcome.adapter.dispose();
-        }
+  for (const spec of envSpecs) {
+    // As --env resolves it: a built-in by id, or a custom environment's file in workers.
+    const env = await resolveEnvironment(spec);
+    const envId = env.id;
+    try {
+      if (figures.before[envId] === undefined) {
+        figures.before[envId] = await testSuccess(env, null, 'before training');
+        saveFigures();
       }
-      const { after, episodesPerSecond } = figures.cells[runId];
-      const row = [envId, algo, interval(before), interval(after), `${((after.value - before.value) * 100).toFixed(1)}`, episodesPerSecond.toFixed(2)];
-      rows.push(row);
-      console.log(row.join('  '));
+      const before = figures.before[envId];
+      for (const algo of algos) {
+        const runId = `${envId}-${algo}`;
+        if (figures.cells[runId] === undefined) {
+          const started = performance.now();
+          const tenth = Math.max(1, Math.round(episodes / 10));
+          let reported: number | null = null;
+          let played = 0; // in this invocation: a resumed run has played some before
+          const successes: number[] = [];
+          const outcome = await trainRun(model, env, store, runId, baseConfig(spec, algo), {
+            onLog: (message) => console.log(`  ${message}`),
+            onEpisode: () => played++,
+            onUpdate: ({ episodes: done, metrics }) => {
+              successes.push(metrics['charts/success_rate']);
+              reported ??= done - played;
+              if (done - reported < tenth && done < episodes) return;
+              const elapsed = (performance.now() - started) / 1000;
+              console.log(`  ${envId} ${algo}: ${done}/${episodes} episodes, training success ${pct(successes.reduce((a, b) => a + b, 0) / successes.length)} over the last ${done - reported}, ${(played / elapsed).toFixed(2)} episodes/s`);
+              reported = done;
+              successes.length = 0;
+            },
+          });
+          try {
+            const after = await testSuccess(env, outcome.adapter, `after ${algo}`);
+            figures.cells[runId] = { after, episodesPerSecond: await trainingSpeed(runId) };
+            saveFigures();
+          } finally {
+            outcome.adapter.dispose();
+          }
+        }
+        const { after, episodesPerSecond } = figures.cells[runId];
+        const row = [envId, algo, interval(before), interval(after), `${((after.value - before.value) * 100).toFixed(1)}`, episodesPerSecond.toFixed(2)];
+        rows.push(row);
+        console.log(row.join('  '));
+      }
+    } finally {
+      await env.dispose();
     }
   }
 } finally {
