@@ -96,15 +96,23 @@ describe.skipIf(!existsSync(STORIES260K_DIR))('rlplay train, collect and export'
     expect(missing.stderr).toMatch(/not a run folder/);
   });
 
-  test('train --init-adapter starts a new run from an exported adapter; a corrupted adapter fails cleanly', async () => {
+  test('train --init-adapter starts a new run from an exported adapter, evaluated before training; a corrupted adapter fails cleanly', async () => {
     const exported = join(root, 'exported');
     const out = join(root, 'from-adapter');
     const args = [...trainArgs(out, 4), '--init-adapter', exported, '--lora-r', '2'];
-    const first = await rlplay(...args);
+    const first = await rlplay(...args, '--eval-episodes', '3');
     expect(first.code).toBe(0);
     expect(first.stderr).toMatch(/starting from-adapter from its imported adapter \(LoRA r=8\)/);
+    expect(first.stderr).toMatch(/test-split success \d+% before \(its initial adapter\), \d+% after/);
     const config = JSON.parse(await readFile(join(out, 'adapter_config.json'), 'utf8'));
     expect(config.r).toBe(8);
+    // "Before" is where the run starts: the imported adapter, as `rlplay eval --adapter` measures it.
+    const { evaluation } = JSON.parse(await readFile(join(out, 'report.json'), 'utf8'));
+    expect(evaluation.startedFrom).toBe(exported);
+    const starting = await rlplay('eval', '--model', STORIES260K_DIR, '--adapter', exported, '--env', FLAKY, '--episodes', '3', '--json');
+    expect(starting.code, starting.stderr).toBe(0);
+    const measured = JSON.parse(starting.stdout);
+    expect([evaluation.before.successRate, evaluation.before.meanReturn]).toEqual([measured.successRate, measured.meanReturn]);
     // Started again, it is an ordinary resume.
     const again = await rlplay(...args);
     expect(again.code).toBe(0);

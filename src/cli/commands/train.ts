@@ -11,6 +11,7 @@ import { LORA_TARGETS, type LoraTarget } from '../../engine/lora/adapter.ts';
 import type { GpuLoraAdapter } from '../../engine/lora/gpu-adapter.ts';
 import { ADAPTER_CONFIG, ADAPTER_WEIGHTS, peftAdapterFiles } from '../../engine/lora/peft.ts';
 import type { Model } from '../../engine/model.ts';
+import { openAdapterSource } from '../../engine/model/source-node.ts';
 import type { EnvModule } from '../../env/types.ts';
 import { ALGORITHMS, ALGORITHM_DEFAULTS, type AlgorithmName } from '../../rl/index.ts';
 import { evaluatePolicy, type EvaluationReport } from '../../rl/evaluate.ts';
@@ -66,7 +67,7 @@ export function registerTrain(program: Command): void {
     .option('--init-adapter <dir>', "start from this PEFT adapter (folder with adapter_config.json and adapter_model.safetensors) instead of a fresh one; its LoRA settings replace --lora-r, --lora-alpha and --targets")
     .option('--micro-batch <n>', 'training sequences per forward/backward', parseWholeNumber, TRAIN_DEFAULTS.microBatch)
     .option('--set <key=value>', "override one of the algorithm's settings (repeatable); see --help for the defaults", collectSetting, {})
-    .option('--eval-episodes <n>', 'also evaluate on the test split before and after training, with this many episodes (0: skip)', parseWholeNumber, 0);
+    .option('--eval-episodes <n>', 'also evaluate on the test split before training (where the run starts: the base model, or the --init-adapter adapter) and after, with this many episodes (0: skip)', parseWholeNumber, 0);
   addAgentOptions(command);
   command.addHelpText('after', `\nAlgorithm settings (--set) and their defaults:\n${Object.entries(ALGORITHM_DEFAULTS).map(([name, d]) => `  ${name}: ${JSON.stringify(d)}`).join('\n')}\n`);
   command.action(async (flags: TrainFlags) => {
@@ -107,11 +108,17 @@ export function registerTrain(program: Command): void {
     let adapter: GpuLoraAdapter | null = null;
     try {
       const evaluate = (which: GpuLoraAdapter | null) => evaluateOnTest(model, env, config, which, flags.evalEpisodes);
-      // The base model's evaluation is taken once, before the first update, and kept for resumed runs.
+      // The evaluation before training is of where the run starts (the base model, or the adapter of
+      // --init-adapter), taken once before the first update and kept for resumed runs.
       const beforeFile = join(out, 'evaluation_before.json');
       let before = existsSync(beforeFile) ? (JSON.parse(await readFile(beforeFile, 'utf8')) as EvaluationReport) : undefined;
       if (flags.evalEpisodes > 0 && !before) {
-        before = await evaluate(null);
+        const starting = flags.initAdapter ? await model.loadAdapter(openAdapterSource(resolve(flags.initAdapter))) : null;
+        try {
+          before = await evaluate(starting);
+        } finally {
+          starting?.dispose();
+        }
         await mkdir(out, { recursive: true });
         await writeFile(beforeFile, `${JSON.stringify(before, null, 2)}\n`);
       }
@@ -149,11 +156,11 @@ export function registerTrain(program: Command): void {
         resumedFromUpdate: outcome.resumedFrom,
         secondsThisSession: (performance.now() - started) / 1000,
         lastUpdate: outcome.lastMetrics,
-        ...(after ? { evaluation: { before: before ?? null, after } } : {}),
+        ...(after ? { evaluation: { before: before ?? null, after, startedFrom: flags.initAdapter ? resolve(flags.initAdapter) : 'base model' } } : {}),
       };
       await writeFile(join(out, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);
       const summary = after
-        ? `test-split success ${before ? `${pct(before.successRate.value)} before, ` : ''}${pct(after.successRate.value)} after (${after.episodes} episodes)`
+        ? `test-split success ${before ? `${pct(before.successRate.value)} before${flags.initAdapter ? ' (its initial adapter)' : ''}, ` : ''}${pct(after.successRate.value)} after (${after.episodes} episodes)`
         : `last update: success ${pct(outcome.lastMetrics['charts/success_rate'])}`;
       process.stderr.write(`${outcome.episodes} episodes, ${outcome.updates} updates; ${summary}; adapter, trajectories.jsonl, metrics.jsonl and report.json in ${out}\n`);
     } finally {
