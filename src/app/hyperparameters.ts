@@ -16,6 +16,7 @@ export const SETTING_HELP: Record<string, string> = {
   targetKl: 'Stop an update’s passes early when KL to the old policy exceeds this.',
   normalizeAdvantages: 'Scale advantages to mean 0, deviation 1 in each update.',
   learningRate: 'AdamW step size of the LoRA weights.',
+  annealLearningRate: 'Lower the step size linearly over the run, to almost 0 at its last update: big steps while it learns the format, small ones that keep what it learned later.',
   baselineDecay: 'How slowly the running-mean baseline follows new returns.',
   groupsPerUpdate: 'Groups played per update; each group shares one task.',
   groupSize: 'Attempts per group, compared with each other.',

@@ -4,8 +4,15 @@
 // was cut short or edited fails with a message that says so.
 import { deflateSync, inflateSync, strFromU8, strToU8 } from 'fflate';
 import { LORA_TARGETS, type LoraTarget } from '../engine/lora/adapter.ts';
+import { ALGORITHM_DEFAULTS } from '../rl/index.ts';
 
-export const SHARE_VERSION = 1;
+export const SHARE_VERSION = 2;
+/**
+ * Algorithm settings whose default changed since an older link format, with the value links of that
+ * format meant: a link carries only the settings that differ from the defaults of its day.
+ * Format 1 predates learning-rate annealing.
+ */
+const DEFAULTS_BEFORE: Record<number, Record<string, unknown>> = { 1: { annealLearningRate: false } };
 /** Longer URLs are unreliable in chat tools and some browsers: such a setup is shared as a file. */
 export const MAX_LINK_LENGTH = 8000;
 const PREFIX = '#x=';
@@ -61,7 +68,8 @@ export function readShareFragment(hash: string): SharedExperiment | null {
     throw new ShareLinkError('This share link is damaged or cut short (its experiment cannot be read). Ask for the whole link again, or for the setup as a file.');
   }
   const shared = value as Partial<SharedExperiment> & { v?: unknown };
-  if (shared.v !== SHARE_VERSION) throw new ShareLinkError(`This share link was made by another version of rlplay (format ${String(shared.v)}, this page reads ${SHARE_VERSION}).`);
+  const oldDefaults = DEFAULTS_BEFORE[shared.v as number];
+  if (shared.v !== SHARE_VERSION && !oldDefaults) throw new ShareLinkError(`This share link was made by another version of rlplay (format ${String(shared.v)}, this page reads ${[...Object.keys(DEFAULTS_BEFORE), SHARE_VERSION].join(' and ')}).`);
   const problems: string[] = [];
   if (typeof shared.model !== 'string') problems.push('model');
   if (typeof shared.env !== 'string') problems.push('env');
@@ -79,7 +87,7 @@ export function readShareFragment(hash: string): SharedExperiment | null {
     env: shared.env!,
     mode: shared.mode!,
     algo: shared.algo!,
-    algorithm: shared.algorithm!,
+    algorithm: { ...oldDefaultsOf(shared.algo!, oldDefaults), ...shared.algorithm! },
     episodes: shared.episodes!,
     seed: shared.seed!,
     loraR: shared.loraR!,
@@ -87,4 +95,11 @@ export function readShareFragment(hash: string): SharedExperiment | null {
     ...(targets !== undefined ? { loraTargets: targets } : {}),
     ...(shared.envSource !== undefined ? { envSource: shared.envSource } : {}),
   };
+}
+
+/** The settings of `algo` among `oldDefaults` (those it has today; the others it never had). */
+function oldDefaultsOf(algo: string, oldDefaults: Record<string, unknown> | undefined): Record<string, unknown> {
+  const today = (ALGORITHM_DEFAULTS as unknown as Record<string, Record<string, unknown> | undefined>)[algo];
+  if (!oldDefaults || !today) return {};
+  return Object.fromEntries(Object.entries(oldDefaults).filter(([key, value]) => key in today && today[key] !== value));
 }

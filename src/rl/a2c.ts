@@ -18,6 +18,8 @@ export interface A2cConfig {
   entropyCoef: number;
   normalizeAdvantages: boolean;
   learningRate: number;
+  /** Decay the learning rate linearly over the run's updates (see updateLearningRate in run.ts). */
+  annealLearningRate: boolean;
 }
 
 export const A2C_DEFAULTS: A2cConfig = {
@@ -28,6 +30,7 @@ export const A2C_DEFAULTS: A2cConfig = {
   entropyCoef: 0.01,
   normalizeAdvantages: true,
   learningRate: 3e-3,
+  annealLearningRate: true,
 };
 
 export function a2c(config: A2cConfig = A2C_DEFAULTS): Algorithm {
@@ -36,6 +39,7 @@ export function a2c(config: A2cConfig = A2C_DEFAULTS): Algorithm {
     modes: ['choice', 'text'],
     episodesPerUpdate: config.episodesPerUpdate,
     learningRate: config.learningRate,
+    annealLearningRate: config.annealLearningRate,
 
     async update({ policy, trainer, seed, onEpisode }: UpdateContext): Promise<UpdateResult> {
       // 1. Rollouts with the critic's values.

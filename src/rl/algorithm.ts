@@ -37,6 +37,8 @@ export interface Algorithm<S extends PolicyStep = PolicyStep> {
   readonly episodesPerUpdate: number;
   /** AdamW learning rate. */
   readonly learningRate: number;
+  /** Decay it linearly over the run's updates (see updateLearningRate in run.ts). */
+  readonly annealLearningRate: boolean;
   update(context: UpdateContext<S>): Promise<UpdateResult>;
   /** State to checkpoint (JSON), and to restore from. */
   state(): unknown;

@@ -11,12 +11,15 @@ export interface BcConfig {
   /** Episodes played per update. */
   episodesPerUpdate: number;
   learningRate: number;
+  /** Decay the learning rate linearly over the run's updates (see updateLearningRate in run.ts). */
+  annealLearningRate: boolean;
 }
 
 export const BC_DEFAULTS: BcConfig = {
   source: 'expert',
   episodesPerUpdate: 8,
   learningRate: 3e-3,
+  annealLearningRate: true,
 };
 
 export function bc(config: BcConfig = BC_DEFAULTS): Algorithm {
@@ -25,6 +28,7 @@ export function bc(config: BcConfig = BC_DEFAULTS): Algorithm {
     modes: ['choice', 'text'],
     episodesPerUpdate: config.episodesPerUpdate,
     learningRate: config.learningRate,
+    annealLearningRate: config.annealLearningRate,
 
     async update({ policy, trainer, seed, onEpisode }: UpdateContext): Promise<UpdateResult> {
       const played = await policy.play(episodeSeeds(seed, config.episodesPerUpdate).map((s) => ({ seed: s })), { expert: config.source === 'expert', onEpisode });

@@ -37,6 +37,8 @@ export interface DqnConfig {
   /** Episodes over which ε decays from start to end. */
   explorationEpisodes: number;
   learningRate: number;
+  /** Decay the learning rate linearly over the run's updates (see updateLearningRate in run.ts). */
+  annealLearningRate: boolean;
 }
 
 export const DQN_DEFAULTS: DqnConfig = {
@@ -51,6 +53,8 @@ export const DQN_DEFAULTS: DqnConfig = {
   epsilonEnd: 0.05,
   explorationEpisodes: 500,
   learningRate: 1e-3,
+  // As CleanRL's DQN: a constant rate; its schedule is ε's.
+  annealLearningRate: false,
 };
 
 interface Transition {
@@ -76,6 +80,7 @@ export function dqn(config: DqnConfig = DQN_DEFAULTS): Algorithm<ChoiceStep> {
     modes: ['choice'],
     episodesPerUpdate: config.episodesPerUpdate,
     learningRate: config.learningRate,
+    annealLearningRate: config.annealLearningRate,
 
     async update({ model, policy, trainer, update, seed, onEpisode }: UpdateContext<ChoiceStep>): Promise<UpdateResult> {
       if (!(policy instanceof ChoicePolicy) || !policy.options.adapter) throw new RangeError('DQN scores Q-values over listed actions: it needs the action-level (choice) mode with a LoRA adapter');

@@ -21,6 +21,8 @@ export interface GrpoConfig {
   scaleByStd: boolean;
   /** AdamW learning rate. */
   learningRate: number;
+  /** Decay the learning rate linearly over the run's updates (see updateLearningRate in run.ts). */
+  annealLearningRate: boolean;
 }
 
 export const GRPO_DEFAULTS: GrpoConfig = {
@@ -29,6 +31,7 @@ export const GRPO_DEFAULTS: GrpoConfig = {
   klCoefficient: 0.04,
   scaleByStd: true,
   learningRate: 3e-3,
+  annealLearningRate: true,
 };
 
 export function grpo(config: GrpoConfig = GRPO_DEFAULTS): Algorithm {
@@ -38,6 +41,7 @@ export function grpo(config: GrpoConfig = GRPO_DEFAULTS): Algorithm {
     modes: ['choice', 'text'],
     episodesPerUpdate: config.groupsPerUpdate * config.groupSize,
     learningRate: config.learningRate,
+    annealLearningRate: config.annealLearningRate,
 
     async update({ policy, trainer, seed, onEpisode }: UpdateContext): Promise<UpdateResult> {
       // 1. Groups: groupSize samples from each reset seed, told apart by their sampling seeds.

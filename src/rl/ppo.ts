@@ -45,6 +45,8 @@ export interface PpoConfig {
   /** Normalise advantages per minibatch. */
   normalizeAdvantages: boolean;
   learningRate: number;
+  /** Decay the learning rate linearly over the run's updates (see updateLearningRate in run.ts). */
+  annealLearningRate: boolean;
 }
 
 export const PPO_DEFAULTS: PpoConfig = {
@@ -62,6 +64,7 @@ export const PPO_DEFAULTS: PpoConfig = {
   targetKl: 0.05,
   normalizeAdvantages: true,
   learningRate: 3e-3,
+  annealLearningRate: true,
 };
 
 export function ppo(config: PpoConfig = PPO_DEFAULTS): Algorithm {
@@ -71,6 +74,7 @@ export function ppo(config: PpoConfig = PPO_DEFAULTS): Algorithm {
     modes: ['choice', 'text'],
     episodesPerUpdate: config.episodesPerUpdate,
     learningRate: config.learningRate,
+    annealLearningRate: config.annealLearningRate,
 
     async update({ policy, trainer, seed, onEpisode }: UpdateContext): Promise<UpdateResult> {
       // 1. Rollouts with V(s) and, for the KL penalty, the reference log-probs.

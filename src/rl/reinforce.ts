@@ -15,6 +15,8 @@ export interface ReinforceConfig {
   gamma: number;
   /** AdamW learning rate. */
   learningRate: number;
+  /** Decay the learning rate linearly over the run's updates (see updateLearningRate in run.ts). */
+  annealLearningRate: boolean;
   /** Normalise the advantages of each update to zero mean and unit variance. */
   normalizeAdvantages: boolean;
   /** Decay of the running-mean baseline of episode returns. */
@@ -25,6 +27,7 @@ export const REINFORCE_DEFAULTS: ReinforceConfig = {
   episodesPerUpdate: 8,
   gamma: 1,
   learningRate: 3e-3,
+  annealLearningRate: true,
   normalizeAdvantages: true,
   baselineDecay: 0.9,
 };
@@ -36,6 +39,7 @@ export function reinforce(config: ReinforceConfig = REINFORCE_DEFAULTS): Algorit
     modes: ['choice', 'text'],
     episodesPerUpdate: config.episodesPerUpdate,
     learningRate: config.learningRate,
+    annealLearningRate: config.annealLearningRate,
 
     async update({ policy, trainer, seed, onEpisode }: UpdateContext): Promise<UpdateResult> {
       // 1. Rollouts.

@@ -16,7 +16,7 @@ import { readCheckpoint } from '../../src/engine/train/checkpoint.ts';
 import type { EnvModule } from '../../src/env/types.ts';
 import type { AlgorithmName } from '../../src/rl/index.ts';
 import { PPO_DEFAULTS, ppo } from '../../src/rl/ppo.ts';
-import { TRAIN_DEFAULTS, trainRun, type TrainConfig } from '../../src/rl/run.ts';
+import { TRAIN_DEFAULTS, trainRun, updateLearningRate, type TrainConfig } from '../../src/rl/run.ts';
 import { FileTrajectoryStore } from '../../src/store/files.ts';
 import { tinyModelFiles } from '../shared/tiny-model.ts';
 import { nodeGpu } from '../support/node-gpu.ts';
@@ -88,6 +88,16 @@ describe('the choice policy at the edge of the context', () => {
   });
 });
 
+describe('learning-rate annealing', () => {
+  test('decays linearly per update from the full rate to rate / updates, and not at all when off', () => {
+    const annealed = { learningRate: 3e-3, annealLearningRate: true };
+    expect([0, 1, 2, 3].map((u) => updateLearningRate(annealed, u, 4))).toEqual([3e-3, 3e-3 * 0.75, 3e-3 * 0.5, 3e-3 * 0.25]);
+    // A resumed run asked for fewer episodes than it played keeps the last update's rate, never 0.
+    expect(updateLearningRate(annealed, 6, 4)).toBe(3e-3 * 0.25);
+    expect([0, 3, 9].map((u) => updateLearningRate({ learningRate: 1e-3, annealLearningRate: false }, u, 4))).toEqual([1e-3, 1e-3, 1e-3]);
+  });
+});
+
 describe('algorithms on the run driver', () => {
   const cases: [AlgorithmName, Record<string, unknown>][] = [
     ['reinforce', { learningRate: 1e-2, normalizeAdvantages: false }],
@@ -134,6 +144,14 @@ describe('algorithms on the run driver', () => {
     const straight = await trainRun(model, yesOrNo, new FileTrajectoryStore(root), 'straight', config('ppo', 24, settings));
     const expected = await straight.adapter.toHost();
     straight.adapter.dispose();
+    // PPO anneals by default: 3 updates at 1e-2 × (1, 2/3, 1/3).
+    const annealed = [1e-2, 2e-2 / 3, 1e-2 / 3];
+    const expectAnnealed = async (store: FileTrajectoryStore, run: string) => {
+      const rates = (await store.listMetrics(run, 'charts/learning_rate')).map((m) => m.value);
+      expect(rates).toHaveLength(annealed.length);
+      rates.forEach((lr, i) => expect(lr).toBeCloseTo(annealed[i], 9));
+    };
+    await expectAnnealed(new FileTrajectoryStore(root), 'straight');
 
     const stop = new AbortController();
     const store = new FileTrajectoryStore(root);
@@ -151,6 +169,7 @@ describe('algorithms on the run driver', () => {
       expect(Array.from(m.A)).toEqual(Array.from(expected.modules[i].A));
       expect(Array.from(m.B)).toEqual(Array.from(expected.modules[i].B));
     });
+    await expectAnnealed(store, 'interrupted');
     const episodes = await store.listEpisodes('interrupted');
     expect(episodes.items.map((e) => e.index)).toEqual(Array.from({ length: 24 }, (_, i) => i));
 

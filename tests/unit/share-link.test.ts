@@ -41,8 +41,17 @@ describe('share links', () => {
     }
   });
 
+  const encode = (value: unknown) => `#x=${Buffer.from(deflateSync(strToU8(JSON.stringify(value)))).toString('base64url')}`;
+
+  test('a link of format 1 reproduces its experiment: the learning rate stays constant, as it was then', () => {
+    expect(readShareFragment(encode({ ...experiment, v: 1 }))!.algorithm).toEqual({ annealLearningRate: false, ...experiment.algorithm });
+    // Settings the link names win; DQN never annealed, so its links need nothing added.
+    expect(readShareFragment(encode({ ...experiment, v: 1, algorithm: { annealLearningRate: true } }))!.algorithm).toEqual({ annealLearningRate: true });
+    expect(readShareFragment(encode({ ...experiment, v: 1, algo: 'dqn', algorithm: {} }))!.algorithm).toEqual({});
+    expect(readShareFragment(encode({ ...experiment, v: 2 }))!.algorithm).toEqual(experiment.algorithm);
+  });
+
   test('another format version, and an edited experiment, are named', () => {
-    const encode = (value: unknown) => `#x=${Buffer.from(deflateSync(strToU8(JSON.stringify(value)))).toString('base64url')}`;
     expect(() => readShareFragment(encode({ ...experiment, v: 99 }))).toThrow(/another version of rlplay \(format 99/);
     expect(() => readShareFragment(encode({ ...experiment, v: 1, episodes: -3, mode: 'dance' }))).toThrow(/bad mode, episodes/);
     expect(() => readShareFragment(encode({ ...experiment, v: 1, loraAlpha: 0, loraTargets: ['q_proj', 'lm_head'] }))).toThrow(/bad loraAlpha, loraTargets/);

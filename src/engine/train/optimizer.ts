@@ -68,7 +68,7 @@ function checkRange(name: string, value: number, ok: boolean, expected: string):
 }
 
 export class AdamW {
-  readonly schedule: LrSchedule;
+  private schedule: LrSchedule;
   readonly beta1: number;
   readonly beta2: number;
   readonly eps: number;
@@ -134,6 +134,16 @@ export class AdamW {
       kernels.dispatch('grad_sum_squares', [this.stepUniform, finalPass, partials, this.gradNormBuffer], [1, 1, 1]),
       kernels.dispatch('adamw_step', [this.stepUniform, this.gradNormBuffer, gradsBinding, paramsBinding, this.m, this.v], grid(size, ADAMW_WORKGROUP)),
     ];
+  }
+
+  /**
+   * Replaces the schedule from the next step on; the step count, and with it the bias corrections,
+   * goes on. (The RL run driver anneals the rate per update this way: an update takes a varying
+   * number of steps, so no schedule over steps fits it.)
+   */
+  setSchedule(schedule: LrSchedule): void {
+    validateLrSchedule(schedule);
+    this.schedule = schedule;
   }
 
   /** Updates applied so far, counting a prepared step until finishStep reports it skipped. */

@@ -15,6 +15,7 @@ import { TrainingState } from './graph.ts';
 import { LOSS_METRICS, resolveLossWeights, type LossWeights } from './loss.ts';
 import { AdamW, GRAD_NORM_BYTES, type AdamWOptions, type AdamWState } from './optimizer.ts';
 import type { ParameterSet } from './parameters.ts';
+import type { LrSchedule } from './schedule.ts';
 import { ValueHead } from './value-head.ts';
 
 export interface TrainerOptions {
@@ -89,6 +90,12 @@ export class Trainer {
     this.adapterOptimizer = new AdamW(device, model.kernels, params.params, params.grads, params.size, options.optimizer);
     const value = this.valueHead.parameters;
     this.valueOptimizer = new AdamW(device, model.kernels, value.params, value.grads, value.size, options.optimizer);
+  }
+
+  /** The learning-rate schedule of the adapter (or weights) and the value head from the next step on. */
+  setSchedule(schedule: LrSchedule): void {
+    this.adapterOptimizer.setSchedule(schedule);
+    this.valueOptimizer.setSchedule(schedule);
   }
 
   /** Optimiser steps taken so far. */
