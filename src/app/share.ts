@@ -4,15 +4,9 @@
 // was cut short or edited fails with a message that says so.
 import { deflateSync, inflateSync, strFromU8, strToU8 } from 'fflate';
 import { LORA_TARGETS, type LoraTarget } from '../engine/lora/adapter.ts';
-import { ALGORITHM_DEFAULTS } from '../rl/index.ts';
+import { DEFAULTS_VERSION, settingsAsOf } from '../rl/index.ts';
 
-export const SHARE_VERSION = 2;
-/**
- * Algorithm settings whose default changed since an older link format, with the value links of that
- * format meant: a link carries only the settings that differ from the defaults of its day.
- * Format 1 predates learning-rate annealing.
- */
-const DEFAULTS_BEFORE: Record<number, Record<string, unknown>> = { 1: { annealLearningRate: false } };
+export const SHARE_VERSION = 1;
 /** Longer URLs are unreliable in chat tools and some browsers: such a setup is shared as a file. */
 export const MAX_LINK_LENGTH = 8000;
 const PREFIX = '#x=';
@@ -55,7 +49,7 @@ function fromBase64Url(text: string): Uint8Array {
 export function shareLink(base: string, experiment: SharedExperiment): string {
   const url = new URL(base);
   url.hash = '';
-  return `${url.href}${PREFIX}${toBase64Url(deflateSync(strToU8(JSON.stringify({ v: SHARE_VERSION, ...experiment })), { level: 9 }))}`;
+  return `${url.href}${PREFIX}${toBase64Url(deflateSync(strToU8(JSON.stringify({ v: SHARE_VERSION, defaults: DEFAULTS_VERSION, ...experiment })), { level: 9 }))}`;
 }
 
 /** The experiment in a URL fragment; null when the fragment holds none; ShareLinkError when it is damaged. */
@@ -67,9 +61,9 @@ export function readShareFragment(hash: string): SharedExperiment | null {
   } catch {
     throw new ShareLinkError('This share link is damaged or cut short (its experiment cannot be read). Ask for the whole link again, or for the setup as a file.');
   }
-  const shared = value as Partial<SharedExperiment> & { v?: unknown };
-  const oldDefaults = DEFAULTS_BEFORE[shared.v as number];
-  if (shared.v !== SHARE_VERSION && !oldDefaults) throw new ShareLinkError(`This share link was made by another version of rlplay (format ${String(shared.v)}, this page reads ${[...Object.keys(DEFAULTS_BEFORE), SHARE_VERSION].join(' and ')}).`);
+  // `defaults`: the version of the algorithms' defaults that `algorithm` overrides; links made before it was recorded mean 1.
+  const shared = value as Partial<SharedExperiment> & { v?: unknown; defaults?: unknown };
+  if (shared.v !== SHARE_VERSION) throw new ShareLinkError(`This share link was made by another version of rlplay (format ${String(shared.v)}, this page reads ${SHARE_VERSION}).`);
   const problems: string[] = [];
   if (typeof shared.model !== 'string') problems.push('model');
   if (typeof shared.env !== 'string') problems.push('env');
@@ -81,13 +75,18 @@ export function readShareFragment(hash: string): SharedExperiment | null {
   const targets = shared.loraTargets;
   if (targets !== undefined && !(Array.isArray(targets) && targets.length > 0 && targets.every((t) => (LORA_TARGETS as readonly unknown[]).includes(t)))) problems.push('loraTargets');
   if (shared.envSource !== undefined && typeof shared.envSource !== 'string') problems.push('envSource');
+  if (shared.defaults !== undefined && !(Number.isSafeInteger(shared.defaults) && (shared.defaults as number) >= 1)) problems.push('defaults');
   if (problems.length) throw new ShareLinkError(`This share link's experiment is incomplete or edited (bad ${problems.join(', ')}). Ask for the link again.`);
+  // Its settings as overrides of today's defaults, whichever defaults it was made with.
+  const defaults = (shared.defaults as number | undefined) ?? 1;
+  if (defaults > DEFAULTS_VERSION) throw new ShareLinkError(`This share link was made by a newer rlplay (algorithm defaults version ${defaults}, this page knows up to ${DEFAULTS_VERSION}): open it where rlplay is up to date.`);
+  const algorithm = settingsAsOf(shared.algo!, defaults, shared.algorithm!);
   return {
     model: shared.model!,
     env: shared.env!,
     mode: shared.mode!,
     algo: shared.algo!,
-    algorithm: { ...oldDefaultsOf(shared.algo!, oldDefaults), ...shared.algorithm! },
+    algorithm,
     episodes: shared.episodes!,
     seed: shared.seed!,
     loraR: shared.loraR!,
@@ -97,9 +96,3 @@ export function readShareFragment(hash: string): SharedExperiment | null {
   };
 }
 
-/** The settings of `algo` among `oldDefaults` (those it has today; the others it never had). */
-function oldDefaultsOf(algo: string, oldDefaults: Record<string, unknown> | undefined): Record<string, unknown> {
-  const today = (ALGORITHM_DEFAULTS as unknown as Record<string, Record<string, unknown> | undefined>)[algo];
-  if (!oldDefaults || !today) return {};
-  return Object.fromEntries(Object.entries(oldDefaults).filter(([key, value]) => key in today && today[key] !== value));
-}

@@ -18,6 +18,32 @@ export const ALGORITHM_DEFAULTS = {
   bc: BC_DEFAULTS,
 } as const;
 
+/**
+ * Version of the defaults above. A run and a share link record only the settings that differ from
+ * the defaults of their day, so when a default changes this goes up and EARLIER_DEFAULTS keeps, for
+ * each earlier version, its defaults that differ from today's: a run made before resumes, and a link
+ * made before opens, as it was made.
+ */
+export const DEFAULTS_VERSION = 2;
+const EARLIER_DEFAULTS: Record<number, Partial<Record<AlgorithmName, Record<string, unknown>>>> = {
+  // Before learning-rate annealing, and PPO's rate was 3e-3.
+  1: {
+    ppo: { learningRate: 3e-3, annealLearningRate: false },
+    a2c: { annealLearningRate: false },
+    reinforce: { annealLearningRate: false },
+    grpo: { annealLearningRate: false },
+    bc: { annealLearningRate: false },
+  },
+};
+
+/** The overrides of today's defaults that mean what `overrides` meant under defaults `version`. */
+export function settingsAsOf(algo: string, version: number, overrides: Record<string, unknown>): Record<string, unknown> {
+  if (version === DEFAULTS_VERSION) return overrides;
+  const earlier = EARLIER_DEFAULTS[version];
+  if (!earlier) throw new RangeError(`algorithm defaults version ${version} is unknown to this rlplay, which knows ${[...Object.keys(EARLIER_DEFAULTS), DEFAULTS_VERSION].join(', ')}: update rlplay`);
+  return { ...earlier[algo as AlgorithmName], ...overrides };
+}
+
 /** An algorithm with its defaults, some overridden (unknown or mistyped settings are errors). */
 export function makeAlgorithm(name: AlgorithmName, overrides: Record<string, unknown> = {}): Algorithm {
   const defaults = ALGORITHM_DEFAULTS[name] as unknown as Record<string, unknown>;

@@ -18,7 +18,7 @@ import { Trainer } from '../engine/train/trainer.ts';
 import { ValueHead } from '../engine/train/value-head.ts';
 import type { EnvModule } from '../env/types.ts';
 import type { StepInput, TrajectoryStore } from '../store/types.ts';
-import { ALGORITHM_DEFAULTS, makeAlgorithm, type AlgorithmName } from './index.ts';
+import { ALGORITHM_DEFAULTS, DEFAULTS_VERSION, makeAlgorithm, settingsAsOf, type AlgorithmName } from './index.ts';
 import type { Algorithm } from './algorithm.ts';
 
 /** Everything that defines a run (stored with it, JSON). */
@@ -44,6 +44,8 @@ export interface TrainConfig {
   lora: LoraSettings;
   /** Overrides of the algorithm's defaults. */
   algorithm: Record<string, unknown>;
+  /** Which defaults `algorithm` overrides (DEFAULTS_VERSION in src/rl/index.ts); runs stored without it predate it: 1. */
+  defaultsVersion: number;
   /**
    * A custom environment's source, kept with the run in the browser so that it resumes and
    * evaluates after a reload without the editor (the CLI names the file in `env` instead).
@@ -62,6 +64,7 @@ export const TRAIN_DEFAULTS: Omit<TrainConfig, 'model' | 'env' | 'algo' | 'episo
   microBatch: 16,
   lora: { r: 8, alpha: 16, targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'], rslora: false, dropout: 0, layers: null },
   algorithm: {},
+  defaultsVersion: DEFAULTS_VERSION,
 };
 
 /** What a checkpoint records about the run beyond the weights. */
@@ -142,15 +145,15 @@ export function updateLearningRate(algorithm: Pick<Algorithm, 'learningRate' | '
 }
 
 /** Trains (or resumes) run `runId` in `store`. */
-export async function trainRun(model: Model, env: EnvModule, store: TrajectoryStore, runId: string, config: TrainConfig, hooks: RunHooks = {}): Promise<RunOutcome> {
-  const algorithm = makeAlgorithm(config.algo, config.algorithm);
-  if (!algorithm.modes.includes(config.mode)) throw new RangeError(`${config.algo} works in ${algorithm.modes.join(' or ')} mode, not ${config.mode}`);
-  if (!(config.episodes > 0)) throw new RangeError(`--episodes must be a positive number, got ${config.episodes}`);
-
-  // 1. The run: new, or resumed with the same settings.
+export async function trainRun(model: Model, env: EnvModule, store: TrajectoryStore, runId: string, requested: TrainConfig, hooks: RunHooks = {}): Promise<RunOutcome> {
+  if (!(requested.episodes > 0)) throw new RangeError(`--episodes must be a positive number, got ${requested.episodes}`);
+  // 1. The run: new, or resumed with the same settings and the defaults it was made with.
   const existing = await store.getRun(runId);
-  if (existing) {
-    const stored = existing.config as unknown as TrainConfig;
+  const stored = existing?.config as unknown as TrainConfig | undefined;
+  const config: TrainConfig = stored ? { ...requested, defaultsVersion: stored.defaultsVersion ?? 1 } : requested;
+  const algorithm = makeAlgorithm(config.algo, settingsAsOf(config.algo, config.defaultsVersion, config.algorithm));
+  if (!algorithm.modes.includes(config.mode)) throw new RangeError(`${config.algo} works in ${algorithm.modes.join(' or ')} mode, not ${config.mode}`);
+  if (stored) {
     const different = IDENTITY.filter((key) => JSON.stringify(stored[key]) !== JSON.stringify(config[key]));
     if (different.length > 0) {
       throw new Error(

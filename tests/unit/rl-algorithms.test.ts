@@ -176,6 +176,19 @@ describe('algorithms on the run driver', () => {
     // Other settings under the same run: refused, naming the difference.
     await expect(trainRun(model, yesOrNo, store, 'interrupted', config('a2c', 24, settings))).rejects.toThrow(/algo: "ppo" then, "a2c" now/);
   });
+
+  test('a run stored under earlier defaults resumes under them: before annealing, PPO at a constant 3e-3', async () => {
+    const model = await tinyModel();
+    const store = new FileTrajectoryStore(root);
+    // What a run folder made before DEFAULTS_VERSION existed holds: its overrides, no version.
+    const { defaultsVersion, ...before } = config('ppo', 16, {});
+    expect(defaultsVersion).toBe(2);
+    await store.createRun({ id: 'made-before', config: before as unknown as Record<string, unknown> });
+    const outcome = await trainRun(model, yesOrNo, store, 'made-before', config('ppo', 16, {}));
+    outcome.adapter.dispose();
+    expect((await store.listMetrics('made-before', 'charts/learning_rate')).map((m) => m.value)).toEqual([3e-3, 3e-3]);
+    expect((await store.getRun('made-before'))!.config.defaultsVersion).toBe(1);
+  });
 });
 
 describe('PPO minibatches', () => {

@@ -43,12 +43,17 @@ describe('share links', () => {
 
   const encode = (value: unknown) => `#x=${Buffer.from(deflateSync(strToU8(JSON.stringify(value)))).toString('base64url')}`;
 
-  test('a link of format 1 reproduces its experiment: the learning rate stays constant, as it was then', () => {
-    expect(readShareFragment(encode({ ...experiment, v: 1 }))!.algorithm).toEqual({ annealLearningRate: false, ...experiment.algorithm });
-    // Settings the link names win; DQN never annealed, so its links need nothing added.
-    expect(readShareFragment(encode({ ...experiment, v: 1, algorithm: { annealLearningRate: true } }))!.algorithm).toEqual({ annealLearningRate: true });
+  test('a link made under earlier algorithm defaults reproduces its experiment under today\'s', () => {
+    // Links without `defaults` predate it: version 1, before learning-rate annealing and PPO's 1e-3.
+    expect(readShareFragment(encode({ ...experiment, v: 1 }))!.algorithm).toEqual({ learningRate: 3e-3, annealLearningRate: false, ...experiment.algorithm });
+    // Settings the link names win; DQN's defaults did not change, so its links need nothing added.
+    expect(readShareFragment(encode({ ...experiment, v: 1, algo: 'reinforce', algorithm: { annealLearningRate: true } }))!.algorithm).toEqual({ annealLearningRate: true });
     expect(readShareFragment(encode({ ...experiment, v: 1, algo: 'dqn', algorithm: {} }))!.algorithm).toEqual({});
-    expect(readShareFragment(encode({ ...experiment, v: 2 }))!.algorithm).toEqual(experiment.algorithm);
+    // Today's links say which defaults they were made with, and read back as they were written.
+    const link = shareLink('https://rlplay.example/', experiment);
+    expect(readShareFragment(new URL(link).hash)!.algorithm).toEqual(experiment.algorithm);
+    expect(() => readShareFragment(encode({ ...experiment, v: 1, defaults: 99 }))).toThrow(/made by a newer rlplay \(algorithm defaults version 99/);
+    expect(() => readShareFragment(encode({ ...experiment, v: 1, defaults: 'x' }))).toThrow(/bad defaults/);
   });
 
   test('another format version, and an edited experiment, are named', () => {
