@@ -95,4 +95,3 @@ export function readShareFragment(hash: string): SharedExperiment | null {
     ...(shared.envSource !== undefined ? { envSource: shared.envSource } : {}),
   };
 }
-
