@@ -73,6 +73,8 @@ test('trains in a Worker: the charts fill, pause and resume, and a reload resume
   await expect(page.getByTestId('chart-reward')).toHaveAttribute('data-points', String(beforeReload));
   await expect(page.getByTestId('train-status')).toHaveAttribute('data-status', 'finished', { timeout: 600_000 });
   await expect(page.getByTestId('chart-reward')).toHaveAttribute('data-points', '8');
+  // The rate of every update (annealed over the run), history from before the reload included.
+  await expect(page.getByTestId('chart-learning-rate')).toHaveAttribute('data-points', '8');
   await expect(page.getByTestId('train-status')).toContainText('16 / 16 episodes');
   await page.screenshot({ path: `${SCREENSHOTS}train-finished.png`, fullPage: true });
 
