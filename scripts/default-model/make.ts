@@ -1,6 +1,6 @@
 // npm run model:default -- [--seed S] [--out DIR] [--episodes ENV=N,...] [--difficulties 1,2,3] [--noise P] [--epochs E]
 //                           [--max-tokens N] [--choice-steps N] [--choice-stop-after N] [--choice-minutes T]
-//                           [--choice-target P] [--eval-episodes M]
+//                           [--choice-target P] [--choice-window W] [--eval-episodes M]
 //
 // Makes rlplay's embedded default model from nothing, deterministically from a seed:
 //   1. episodes of the five built-in environments played by their scripted experts with noise;
@@ -62,6 +62,10 @@ const { values, tokens: argTokens } = parseArgs({
     // The middle of the 20–70% the model should start RL from; the estimate is greedy agreement with
     // the expert over whole episodes, a little below greedy success (a run can recover from a slip).
     'choice-target': { type: 'string', default: '0.45' },
+    // Episodes that estimate is over. 12 is noisy: the committed model's tool-use stopped at an
+    // estimated 50% while its test success was 25% (at chance on both copies). A larger window stops
+    // an environment later and closer to the target, at the cost of more choice steps.
+    'choice-window': { type: 'string', default: '12' },
     // 2048 makes most keys, names and numbers one or two tokens: shorter transcripts, easier copying.
     'vocab-size': { type: 'string', default: '2048' },
     'eval-episodes': { type: 'string', default: '40' },
@@ -90,9 +94,10 @@ const settings = {
     episodesPerStep: Number(values['choice-episodes']),
     lr: Number(values['choice-lr']),
     target: Number(values['choice-target']),
-    window: 12,
+    window: Number(values['choice-window']),
   },
 };
+if (!(Number.isInteger(settings.choice.window) && settings.choice.window >= 1)) throw new Error(`--choice-window ${values['choice-window']}: give a whole number of episodes, 1 or more (12 by default)`);
 if (!(settings.choice.maxSeconds > 0)) throw new Error(`--choice-minutes ${values['choice-minutes']}: give a number of minutes above 0, e.g. --choice-minutes 5 (or leave it out for no limit)`);
 const { steps: choiceSteps, stopAfter } = settings.choice;
 if (!(Number.isInteger(stopAfter) && stopAfter >= 1 && stopAfter <= choiceSteps)) throw new Error(`--choice-stop-after ${values['choice-stop-after']}: give a whole number of steps from 1 to --choice-steps (${choiceSteps})`);
