@@ -78,6 +78,19 @@ describe('PEFT adapter format', () => {
     expect((await loadError(files(), deeper)).message).toMatch(/layers\.2\.self_attn\.q_proj\.lora_A\.weight is missing/);
   });
 
+  test('damaged adapter weights (NaN or Infinity, a missing file) are named at load, not as NaN scores later', async () => {
+    const adapter = initLoraAdapter(config, settings, 3, 'tiny');
+    adapter.modules[1].B[5] = Number.NaN;
+    const nan = await loadError(new MemoryModelSource(peftAdapterFiles(adapter), 'memory:adapter/'));
+    expect(nan.message).toMatch(/layers\.0\.self_attn\.k_proj\.lora_B\.weight holds NaN at index 5; the file is damaged or was saved from a run that diverged/);
+    expect(nan.tensor).toBe('base_model.model.model.layers.0.self_attn.k_proj.lora_B.weight');
+    adapter.modules[1].B[5] = Number.NEGATIVE_INFINITY;
+    expect((await loadError(new MemoryModelSource(peftAdapterFiles(adapter), 'memory:adapter/'))).message).toMatch(/holds -Infinity at index 5/);
+    const withoutWeights = peftAdapterFiles(initLoraAdapter(config, settings, 3, 'tiny'));
+    withoutWeights.delete('adapter_model.safetensors');
+    expect((await loadError(new MemoryModelSource(withoutWeights, 'memory:adapter/'))).message).toMatch(/^memory:adapter\/: no adapter_model\.safetensors; an adapter folder holds adapter_config\.json and adapter_model\.safetensors/);
+  });
+
   test.skipIf(!existsSync(STORIES260K_DIR))('the stories260K synthetic adapter (written by PEFT) loads', async () => {
     const model = parseModelConfig(JSON.parse(await new FileModelSource(STORIES260K_DIR).readText('config.json')));
     const adapter = await readPeftAdapter(new FileModelSource(join(STORIES260K_DIR, 'lora-synthetic-r4')), model);

@@ -79,7 +79,7 @@ export async function readPeftAdapter(source: ModelSource, config: ModelConfig):
   const { settings, baseModel } = parseAdapterConfig(await readJsonFile(source, ADAPTER_CONFIG), config);
   if (!(await source.exists(ADAPTER_WEIGHTS))) {
     const hint = (await source.exists('adapter_model.bin')) ? ' It has adapter_model.bin (pickle): save it again with safe_serialization=True.' : '';
-    fail(`${source.location}: no ${ADAPTER_WEIGHTS}.${hint}`, ADAPTER_WEIGHTS);
+    fail(`${source.location}: no ${ADAPTER_WEIGHTS}; an adapter folder holds ${ADAPTER_CONFIG} and ${ADAPTER_WEIGHTS} as PEFT's save_pretrained writes them.${hint}`, ADAPTER_WEIGHTS);
   }
   const tensors = parseSafetensors(await source.readBytes(ADAPTER_WEIGHTS), ADAPTER_WEIGHTS);
   const byName = new Map<string, string>();
@@ -98,7 +98,12 @@ export async function readPeftAdapter(source: ModelSource, config: ModelConfig):
       );
     }
     used.add(name);
-    return tensorToFloat32(tensor, ADAPTER_WEIGHTS);
+    const values = tensorToFloat32(tensor, ADAPTER_WEIGHTS);
+    // Caught here, a damaged file or a diverged save names itself; let through, it surfaces much
+    // later as NaN log-probabilities with no hint of where they came from.
+    const bad = values.findIndex((v) => !Number.isFinite(v));
+    if (bad >= 0) fail(`${ADAPTER_WEIGHTS}: ${key} holds ${values[bad]} at index ${bad}; the file is damaged or was saved from a run that diverged — use an earlier checkpoint or train it again`, ADAPTER_WEIGHTS, key);
+    return values;
   };
   const modules: LoraModule[] = [];
   for (let layer = 0; layer < config.numLayers; layer++) {
