@@ -7,17 +7,17 @@
 import { makePolicy } from '../agent/policies.ts';
 import type { PlayedEpisode, PolicyMode } from '../agent/policy.ts';
 import type { PromptFormat } from '../agent/transcript.ts';
-import type { LoraSettings } from '../engine/lora/adapter.ts';
+import type { HostLoraAdapter, LoraSettings } from '../engine/lora/adapter.ts';
 import type { GpuLoraAdapter } from '../engine/lora/gpu-adapter.ts';
 import type { Model } from '../engine/model.ts';
 import { MemoryModelSource } from '../engine/model/memory-source.ts';
 import { checkpointFiles, hasCheckpoint, readCheckpoint, type Checkpoint as TrainingCheckpoint } from '../engine/train/checkpoint.ts';
 import { ADAPTER_CONFIG, ADAPTER_WEIGHTS, readPeftAdapter } from '../engine/lora/peft.ts';
-import type { ModelConfig } from '../engine/model/types.ts';
+import { ModelLoadError, type ModelConfig } from '../engine/model/types.ts';
 import { Trainer } from '../engine/train/trainer.ts';
 import { ValueHead } from '../engine/train/value-head.ts';
 import type { EnvModule } from '../env/types.ts';
-import type { StepInput, TrajectoryStore } from '../store/types.ts';
+import { StoreError, type StepInput, type TrajectoryStore } from '../store/types.ts';
 import { ALGORITHM_DEFAULTS, DEFAULTS_VERSION, makeAlgorithm, settingsAsOf, type AlgorithmName } from './index.ts';
 import type { Algorithm } from './algorithm.ts';
 
@@ -167,10 +167,10 @@ export async function trainRun(model: Model, env: EnvModule, store: TrajectorySt
   }
   // A checkpoint with training state resumes the run; one holding only a PEFT adapter (imported,
   // see importAdapterRun) is where a new run starts: that adapter, the rest fresh.
-  const saved = await store.latestCheckpoint(runId);
-  const savedSource = saved ? new MemoryModelSource(saved.files, `${runId} checkpoint ${saved.step}: `) : null;
-  const checkpoint = savedSource && (await hasCheckpoint(savedSource)) ? await readCheckpoint<Progress>(savedSource, model.config) : undefined;
-  const imported = savedSource && !checkpoint ? await readPeftAdapter(savedSource, model.config) : undefined;
+  const { checkpoint, imported } = await newestIntactCheckpoint(store, runId, model.config, hooks.onLog).catch(async (error: unknown) => {
+    await store.updateRun(runId, { status: 'failed', note: (error as Error).message }).catch(() => undefined);
+    throw error;
+  });
   if (checkpoint) hooks.onLog?.(`resuming ${runId} after update ${checkpoint.progress.updates} (${checkpoint.progress.episodes} episodes)`);
   if (imported) {
     if (!sameLora(imported.settings, config.lora)) {
@@ -256,6 +256,40 @@ export async function trainRun(model: Model, env: EnvModule, store: TrajectorySt
 /** The training defaults with the algorithm's own, for display (e.g. `rlplay train --help`). */
 export function describeDefaults(algo: AlgorithmName): Record<string, unknown> {
   return { ...ALGORITHM_DEFAULTS[algo] };
+}
+
+/**
+ * The run's newest checkpoint that reads back whole: its training state, or the PEFT adapter a run
+ * imported to start from. A damaged one (a disk fault, a file changed by hand) is reported and passed
+ * over for the one before it, which loses nothing: the updates after it are played again from the
+ * same seeds, and the episodes and metrics they stored the first time are kept, not stored twice.
+ */
+async function newestIntactCheckpoint(
+  store: TrajectoryStore,
+  runId: string,
+  config: ModelConfig,
+  log: ((line: string) => void) | undefined,
+): Promise<{ checkpoint?: TrainingCheckpoint<Progress>; imported?: HostLoraAdapter }> {
+  const damaged: string[] = [];
+  for (const step of (await store.listCheckpoints(runId)).reverse()) {
+    try {
+      const saved = await store.getCheckpoint(runId, step);
+      if (!saved) continue; // pruned since it was listed
+      const source = new MemoryModelSource(saved.files, `${runId} checkpoint ${step}: `);
+      return (await hasCheckpoint(source)) ? { checkpoint: await readCheckpoint<Progress>(source, config) } : { imported: await readPeftAdapter(source, config) };
+    } catch (error) {
+      if (!(error instanceof ModelLoadError || error instanceof StoreError)) throw error;
+      damaged.push(`checkpoint ${step}: ${error.message}`);
+      log?.(`checkpoint ${step} of run ${runId} is damaged and is passed over (${error.message})`);
+    }
+  }
+  if (damaged.length > 0) {
+    throw new Error(
+      `run ${runId} cannot resume: every checkpoint it kept is damaged (${damaged.join('; ')}). ` +
+        'Its stored episodes and metrics are intact and can still be exported; to train, start a new run.',
+    );
+  }
+  return {};
 }
 
 async function readValueHead(valueHead: ValueHead): Promise<{ weight: Float32Array; bias: number }> {

@@ -459,8 +459,11 @@ export class FileTrajectoryStore implements TrajectoryStore {
 
   async latestCheckpoint(runId: string): Promise<Checkpoint | undefined> {
     const steps = await this.checkpointSteps(runId);
-    if (steps.length === 0) return undefined;
-    const step = steps[steps.length - 1];
+    return steps.length === 0 ? undefined : this.getCheckpoint(runId, steps[steps.length - 1]);
+  }
+
+  async getCheckpoint(runId: string, step: number): Promise<Checkpoint | undefined> {
+    if (!(await this.checkpointSteps(runId)).includes(step)) return undefined;
     const dir = join(this.runDir(runId), CHECKPOINTS_DIR, String(step));
     const files = new Map<string, Uint8Array>();
     for (const name of await listFiles(dir)) files.set(name, new Uint8Array(await readFile(join(dir, ...name.split('/')))));

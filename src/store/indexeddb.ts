@@ -273,14 +273,24 @@ export class IndexedDbTrajectoryStore implements TrajectoryStore {
     });
   }
 
-  async latestCheckpoint(runId: string): Promise<Checkpoint | undefined> {
+  latestCheckpoint(runId: string): Promise<Checkpoint | undefined> {
+    return this.readCheckpoint(runId, 'latest');
+  }
+
+  getCheckpoint(runId: string, step: number): Promise<Checkpoint | undefined> {
+    return this.readCheckpoint(runId, step);
+  }
+
+  /** In one transaction, so that a checkpoint saved meanwhile cannot prune the one being read. */
+  private async readCheckpoint(runId: string, which: number | 'latest'): Promise<Checkpoint | undefined> {
     const tx = this.db.transaction(['checkpoints', 'checkpointFiles'], 'readonly');
-    const cursor = await tx.objectStore('checkpoints').openCursor(prefixRange(runId), 'prev');
-    if (!cursor) {
+    const checkpoints = tx.objectStore('checkpoints');
+    const meta = which === 'latest' ? (await checkpoints.openCursor(prefixRange(runId), 'prev'))?.value : await checkpoints.get([runId, which]);
+    if (!meta) {
       await tx.done;
       return undefined;
     }
-    const { step, names } = cursor.value;
+    const { step, names } = meta;
     const records = await tx.objectStore('checkpointFiles').getAll(prefixRange(runId, step));
     await tx.done;
     const byName = new Map(records.map((r) => [r.name, r.data]));

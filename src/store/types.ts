@@ -145,6 +145,8 @@ export interface TrajectoryStore {
   /** Keeps the last `keep` checkpoints of the run (default the store's, 3); older ones go only once this one is stored. */
   saveCheckpoint(checkpoint: Checkpoint, options?: { keep?: number }): Promise<void>;
   latestCheckpoint(runId: string): Promise<Checkpoint | undefined>;
+  /** One of the checkpoints kept (see listCheckpoints); undefined when there is none at that step. */
+  getCheckpoint(runId: string, step: number): Promise<Checkpoint | undefined>;
   /** The steps of the checkpoints kept, ascending. */
   listCheckpoints(runId: string): Promise<number[]>;
 

@@ -2,13 +2,14 @@
 // answer is known: the action-level policy (or, for DQN, the greedy action of Q) must move towards
 // the rewarded action. And a run stopped after an update and resumed ends bit-identical to one that
 // ran straight through, with every stored episode kept. PPO's minibatching is checked on its own.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, truncateSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { ChoicePolicy } from '../../src/agent/choice-policy.ts';
 import type { PlayedEpisode, Policy, PolicyOptions, UpdateItem, UpdateMetrics } from '../../src/agent/policy.ts';
 import { Transcript } from '../../src/agent/transcript.ts';
+import type { HostLoraAdapter } from '../../src/engine/lora/adapter.ts';
 import type { GpuLoraAdapter } from '../../src/engine/lora/gpu-adapter.ts';
 import { loadModel, type Model } from '../../src/engine/model.ts';
 import { MemoryModelSource } from '../../src/engine/model/memory-source.ts';
@@ -138,12 +139,25 @@ describe('algorithms on the run driver', () => {
     expect(q[0]).toBeGreaterThan(0.5);
   }, 300_000); // 64 episodes and their replay updates: about a minute on SwiftShader, more on a loaded machine
 
+  const settings = { learningRate: 1e-2 };
+  let straightRun: Promise<HostLoraAdapter> | undefined;
+  /** The adapter of a 24-episode PPO run that nothing interrupted. */
+  const uninterrupted = () =>
+    (straightRun ??= (async () => {
+      const straight = await trainRun(await tinyModel(), yesOrNo, new FileTrajectoryStore(root), 'straight', config('ppo', 24, settings));
+      const adapter = await straight.adapter.toHost();
+      straight.adapter.dispose();
+      return adapter;
+    })());
+  const expectSameAdapter = (got: HostLoraAdapter, expected: HostLoraAdapter) =>
+    got.modules.forEach((m, i) => {
+      expect(Array.from(m.A)).toEqual(Array.from(expected.modules[i].A));
+      expect(Array.from(m.B)).toEqual(Array.from(expected.modules[i].B));
+    });
+
   test('a run stopped after an update resumes to the same adapter as an uninterrupted run, keeping its episodes', async () => {
     const model = await tinyModel();
-    const settings = { learningRate: 1e-2 };
-    const straight = await trainRun(model, yesOrNo, new FileTrajectoryStore(root), 'straight', config('ppo', 24, settings));
-    const expected = await straight.adapter.toHost();
-    straight.adapter.dispose();
+    const expected = await uninterrupted();
     // PPO anneals by default: 3 updates at 1e-2 × (1, 2/3, 1/3).
     const annealed = [1e-2, 2e-2 / 3, 1e-2 / 3];
     const expectAnnealed = async (store: FileTrajectoryStore, run: string) => {
@@ -163,18 +177,41 @@ describe('algorithms on the run driver', () => {
     const resumed = await trainRun(model, yesOrNo, new FileTrajectoryStore(root), 'interrupted', config('ppo', 24, settings), { onLog: (m) => logs.push(m) });
     expect(resumed.resumedFrom).toBe(1);
     expect(logs[0]).toMatch(/resuming interrupted after update 1/);
-    const got = await resumed.adapter.toHost();
+    expectSameAdapter(await resumed.adapter.toHost(), expected);
     resumed.adapter.dispose();
-    got.modules.forEach((m, i) => {
-      expect(Array.from(m.A)).toEqual(Array.from(expected.modules[i].A));
-      expect(Array.from(m.B)).toEqual(Array.from(expected.modules[i].B));
-    });
     await expectAnnealed(store, 'interrupted');
     const episodes = await store.listEpisodes('interrupted');
     expect(episodes.items.map((e) => e.index)).toEqual(Array.from({ length: 24 }, (_, i) => i));
 
     // Other settings under the same run: refused, naming the difference.
     await expect(trainRun(model, yesOrNo, store, 'interrupted', config('a2c', 24, settings))).rejects.toThrow(/algo: "ppo" then, "a2c" now/);
+  });
+
+  test('a damaged newest checkpoint is passed over: the run resumes from the one before, losing nothing; all damaged, it says so', async () => {
+    const model = await tinyModel();
+    const expected = await uninterrupted();
+    const store = new FileTrajectoryStore(root);
+    const stopAfterTwo = new AbortController();
+    const first = await trainRun(model, yesOrNo, store, 'damaged', config('ppo', 24, settings), { signal: stopAfterTwo.signal, onUpdate: ({ update }) => update === 2 && stopAfterTwo.abort() });
+    first.adapter.dispose();
+    expect(await store.listCheckpoints('damaged')).toEqual([1, 2]);
+    const adapterFile = (step: number) => join(root, 'damaged', 'checkpoints', String(step), 'adapter_model.safetensors');
+    truncateSync(adapterFile(2), 100);
+
+    const logs: string[] = [];
+    const resumed = await trainRun(model, yesOrNo, store, 'damaged', config('ppo', 24, settings), { onLog: (m) => logs.push(m) });
+    expect(logs[0]).toMatch(/^checkpoint 2 of run damaged is damaged and is passed over \(adapter_model\.safetensors: .*truncated/);
+    expect(logs[1]).toMatch(/resuming damaged after update 1 \(8 episodes\)/);
+    expectSameAdapter(await resumed.adapter.toHost(), expected);
+    resumed.adapter.dispose();
+    // Update 2 played again: its episodes and metrics stored once.
+    expect((await store.listEpisodes('damaged')).items.map((e) => e.index)).toEqual(Array.from({ length: 24 }, (_, i) => i));
+    expect((await store.listMetrics('damaged', 'charts/updates')).map((m) => m.value)).toEqual([1, 2, 3]);
+
+    for (const step of await store.listCheckpoints('damaged')) truncateSync(adapterFile(step), 100);
+    await expect(trainRun(model, yesOrNo, store, 'damaged', config('ppo', 32, settings))).rejects.toThrow(/^run damaged cannot resume: every checkpoint it kept is damaged \(checkpoint 3: .*\). Its stored episodes and metrics are intact/);
+    expect((await store.listEpisodes('damaged')).total).toBe(24);
+    expect(await store.getRun('damaged')).toMatchObject({ status: 'failed', note: expect.stringMatching(/cannot resume/) });
   });
 
   test('a run stored under earlier defaults resumes under them: before annealing, PPO at a constant 3e-3', async () => {

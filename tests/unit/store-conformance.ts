@@ -148,6 +148,12 @@ export function storeConformance(name: string, make: () => Promise<StoreHarness>
       const want = files(40);
       expect([...latest!.files.keys()].sort()).toEqual([...want.keys()].sort());
       for (const [name, bytes] of want) expect(Buffer.from(latest!.files.get(name)!).equals(Buffer.from(bytes)), name).toBe(true);
+      // an older one kept, by its step; a pruned one, or one of no run, is not there
+      const older = await store.getCheckpoint('r', 30);
+      expect(older?.step).toBe(30);
+      expect(Buffer.from(older!.files.get('adapter_model.safetensors')!).equals(Buffer.from(files(30).get('adapter_model.safetensors')!))).toBe(true);
+      expect(await store.getCheckpoint('r', 10)).toBeUndefined();
+      expect(await store.getCheckpoint('no-such-run', 30)).toBeUndefined();
       await store.saveCheckpoint({ runId: 'r', step: 50, files: files(50) }, { keep: 1 });
       expect(await store.listCheckpoints('r')).toEqual([50]);
       // the same step again replaces it
