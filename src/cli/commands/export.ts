@@ -6,7 +6,7 @@
 //   --format gguf   the adapter of a run (--run), or a PEFT folder (--adapter, with --model), as a
 //                   GGUF LoRA file (--out FILE.gguf) for llama.cpp on a GGUF of the same base model
 import { mkdir, writeFile } from 'node:fs/promises';
-import { basename, dirname, join, resolve } from 'node:path';
+import { basename, dirname, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { Option } from 'commander';
 import { ggufLoraAdapter } from '../../engine/export/gguf.ts';
@@ -17,7 +17,7 @@ import { parseModelConfig } from '../../engine/model/config.ts';
 import { loadModelFiles } from '../../engine/model/load.ts';
 import { MemoryModelSource } from '../../engine/model/memory-source.ts';
 import { readJsonFile } from '../../engine/model/source.ts';
-import { openAdapterSource, openModelSource } from '../../engine/model/source-node.ts';
+import { openAdapterSource, openModelSource, writeFolderFiles } from '../../engine/model/source-node.ts';
 import type { ModelConfig, ModelSource } from '../../engine/model/types.ts';
 import { FileTrajectoryStore } from '../../store/files.ts';
 import { byteProgress } from '../progress.ts';
@@ -57,7 +57,7 @@ async function exportPeft(flags: ExportFlags): Promise<void> {
   await withRunAdapter(flags.run, async (run, readAdapter) => {
     const config = parseModelConfig(await readJsonFile(openModelSource(run.model), 'config.json'));
     const adapter = await readAdapter(config);
-    await writeFolder(out, peftAdapterFiles(adapter));
+    await writeFolderFiles(out, peftAdapterFiles(adapter));
     process.stderr.write(`PEFT adapter of ${run.id} (update ${run.step}, ${describe(adapter)}) written to ${out}\n`);
   });
 }
@@ -91,7 +91,7 @@ async function exportOnnxFolder(flags: ExportFlags): Promise<void> {
     progress.done();
     const adapter = readAdapter ? await readAdapter(files.config) : undefined;
     const folder = await exportOnnx(files, adapter);
-    await writeFolder(out, folder);
+    await writeFolderFiles(out, folder);
     const bytes = [...folder.values()].reduce((n, b) => n + b.length, 0);
     const merged = adapter ? `with ${origin} merged in (${describe(adapter)})` : 'without an adapter';
     process.stderr.write(
@@ -131,14 +131,6 @@ async function withRunAdapter(runDir: string, use: (run: RunInfo, readAdapter: (
     await use({ id: run.id, model: String(run.config.model), step: checkpoint.step }, (config) => readPeftAdapter(source, config));
   } finally {
     await store.close();
-  }
-}
-
-async function writeFolder(out: string, files: Map<string, Uint8Array>): Promise<void> {
-  for (const [name, bytes] of files) {
-    const path = join(out, name);
-    await mkdir(dirname(path), { recursive: true });
-    await writeFile(path, bytes);
   }
 }
 

@@ -2,7 +2,7 @@
 // Writes the PEFT adapter and metrics.jsonl into --out, keeps a checkpoint there, and resumes from
 // it when run again with the same --out.
 import type { Command } from 'commander';
-import { mkdir, readFile, rename, rm, writeFile, appendFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile, appendFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { LORA_TARGETS, type HostLoraAdapter, type LoraSettings, type LoraTarget } from '../../engine/lora/adapter.ts';
@@ -10,7 +10,7 @@ import type { GpuLoraAdapter } from '../../engine/lora/gpu-adapter.ts';
 import { modelFolderFiles } from '../../engine/model/folder.ts';
 import type { TrainerState } from '../../engine/train/trainer.ts';
 import { peftAdapterFiles } from '../../engine/lora/peft.ts';
-import { FileModelSource } from '../../engine/model/source-node.ts';
+import { FileModelSource, replaceFolder } from '../../engine/model/source-node.ts';
 import { checkpointFiles, hasCheckpoint, readCheckpoint } from '../../engine/train/checkpoint.ts';
 import type { LrSchedule } from '../../engine/train/schedule.ts';
 import { parseSftJsonl, sftBatch, sftSchedule } from '../../engine/train/sft.ts';
@@ -46,16 +46,6 @@ interface SftProgress {
   step: number;
   data: string;
   settings: Omit<SftFlags, 'out' | 'saveEvery' | 'data'>;
-}
-
-/** Writes files into `folder` via a temporary sibling, so a kill never leaves half a checkpoint. */
-async function writeFolder(folder: string, files: Map<string, Uint8Array>): Promise<void> {
-  const temporary = `${folder}.partial`;
-  await rm(temporary, { recursive: true, force: true });
-  await mkdir(temporary, { recursive: true });
-  for (const [name, bytes] of files) await writeFile(join(temporary, name), bytes);
-  await rm(folder, { recursive: true, force: true });
-  await rename(temporary, folder);
 }
 
 export function registerSft(program: Command): void {
@@ -173,7 +163,7 @@ export function registerSft(program: Command): void {
           optimizer: await trainer.optimizerState(),
           progress: { step, data: dataText, settings },
         });
-        await writeFolder(checkpointDir, files);
+        await replaceFolder(checkpointDir, files);
         for (const [name, bytes] of result.adapter ? peftAdapterFiles(result.adapter) : result.modelFiles!) await writeFile(join(out, name), bytes);
       };
 

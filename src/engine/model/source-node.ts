@@ -1,7 +1,8 @@
-// Model folders on the local disk (Node only), and the choice between a folder, a URL and a Hub id.
+// Model folders on the local disk (Node only): reading one, writing one, and the choice between a
+// folder, a URL and a Hub id.
 import { statSync } from 'node:fs';
-import { open, readFile, stat } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
 import { isHubId } from './hub.ts';
 import { openHubSource } from './hub-node.ts';
 import { HttpModelSource } from './source.ts';
@@ -103,4 +104,26 @@ function openFolder(location: string, what: string, holds: string): ModelSource 
 function isMissing(error: unknown): boolean {
   const code = (error as NodeJS.ErrnoException).code;
   return code === 'ENOENT' || code === 'ENOTDIR';
+}
+
+/** Writes `files` (names may hold '/' for subfolders) into `folder`, next to what it holds already. */
+export async function writeFolderFiles(folder: string, files: Map<string, Uint8Array>): Promise<void> {
+  for (const [name, bytes] of files) {
+    const path = join(folder, ...name.split('/'));
+    await mkdir(dirname(path), { recursive: true });
+    await writeFile(path, bytes);
+  }
+}
+
+/**
+ * Makes `folder` hold exactly `files`, through a temporary sibling renamed into place: a process
+ * killed meanwhile leaves the folder as it was before, never half of it.
+ */
+export async function replaceFolder(folder: string, files: Map<string, Uint8Array>): Promise<void> {
+  const temporary = `${folder}.partial`;
+  await rm(temporary, { recursive: true, force: true });
+  await mkdir(temporary, { recursive: true });
+  await writeFolderFiles(temporary, files);
+  await rm(folder, { recursive: true, force: true });
+  await rename(temporary, folder);
 }
