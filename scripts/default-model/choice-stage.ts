@@ -17,7 +17,7 @@ import { mulberry32 } from '../../src/common/random.ts';
 import { Transcript } from '../../src/agent/transcript.ts';
 import { choiceTrainingBatches, type ChoiceTrainingItem } from '../../src/agent/choice-policy.ts';
 import type { Model } from '../../src/engine/model.ts';
-import { Trainer } from '../../src/engine/train/trainer.ts';
+import { Trainer, type TrainerState } from '../../src/engine/train/trainer.ts';
 import { actionLogProbs } from '../../src/rl/action-policy.ts';
 import type { NoisyEpisode } from './corpus.ts';
 
@@ -47,6 +47,27 @@ export interface ChoiceStageSummary {
   environments: Record<string, { episodes: number; estimate: number; stopped: boolean }>;
 }
 
+/** Where the stage stands after a step: with the weights and the optimiser's moments, enough to go on exactly. */
+export interface ChoiceProgress {
+  /** The summary so far; `steps` is the steps done. */
+  summary: ChoiceStageSummary;
+  /** Per environment: how many of its queued episodes were taken, and the recent ones' agreement. */
+  taken: Record<string, number>;
+  recent: Record<string, boolean[]>;
+  /** Seconds the stage has run, over every process that ran it (for --choice-minutes). */
+  seconds: number;
+  /** Whether the stage has ended. */
+  done: boolean;
+}
+
+export interface ChoiceStageCheckpoints {
+  /** Where an earlier process stopped: the stage goes on from there (and returns at once if it was done). */
+  resume?: { progress: ChoiceProgress; optimizer: TrainerState };
+  /** Called after a step when `everySeconds` have passed since the last save, and at the end. */
+  save?: (progress: ChoiceProgress, trainer: Trainer) => Promise<void>;
+  everySeconds?: number;
+}
+
 interface LabelledState {
   step: ChoiceTrainingItem['step'];
   expert: number;
@@ -67,7 +88,15 @@ function labelledStates(model: Model, episode: NoisyEpisode, maxTokens: number):
   return states;
 }
 
-export async function choiceStage(model: Model, episodes: NoisyEpisode[], options: ChoiceStageOptions, log: (message: string) => void): Promise<ChoiceStageSummary> {
+export async function choiceStage(
+  model: Model,
+  episodes: NoisyEpisode[],
+  options: ChoiceStageOptions,
+  log: (message: string) => void,
+  checkpoints: ChoiceStageCheckpoints = {},
+): Promise<ChoiceStageSummary> {
+  const resumed = checkpoints.resume?.progress;
+  if (resumed?.done) return resumed.summary;
   const random = mulberry32(options.seed ^ 0x27d4eb2f);
   const byEnv = new Map<string, LabelledState[][]>();
   for (const episode of episodes) {
@@ -75,17 +104,33 @@ export async function choiceStage(model: Model, episodes: NoisyEpisode[], option
     if (states.length > 0) byEnv.set(episode.env, [...(byEnv.get(episode.env) ?? []), states]);
   }
   // Each environment's episodes in a seeded order, taken in turn, round after round.
-  const queues = new Map([...byEnv].map(([env, list]) => [env, { list: list.map((x) => ({ x, key: random() })).sort((a, b) => a.key - b.key).map(({ x }) => x), next: 0 }]));
-  const recent = new Map([...byEnv.keys()].map((env) => [env, [] as boolean[]]));
-  const summary: ChoiceStageSummary = { steps: 0, cutShortBy: null, environments: Object.fromEntries([...byEnv.keys()].map((env) => [env, { episodes: 0, estimate: 0, stopped: false }])) };
+  const queues = new Map([...byEnv].map(([env, list]) => [env, { list: list.map((x) => ({ x, key: random() })).sort((a, b) => a.key - b.key).map(({ x }) => x), next: resumed?.taken[env] ?? 0 }]));
+  const recent = new Map([...byEnv.keys()].map((env) => [env, [...(resumed?.recent[env] ?? [])]]));
+  const summary: ChoiceStageSummary = resumed
+    ? structuredClone(resumed.summary)
+    : { steps: 0, cutShortBy: null, environments: Object.fromEntries([...byEnv.keys()].map((env) => [env, { episodes: 0, estimate: 0, stopped: false }])) };
   const trainer = new Trainer(model.gpuModel, {
     train: 'full',
     optimizer: { schedule: { kind: 'warmup-cosine', lr: options.lr, warmupSteps: Math.min(10, Math.floor(options.steps / 4)), totalSteps: options.steps, minLrRatio: 0.1 }, weightDecay: 0.01, maxGradNorm: 1 },
     seed: options.seed,
   });
+  if (checkpoints.resume) trainer.loadOptimizerState(checkpoints.resume.optimizer);
   const started = performance.now();
+  const elapsed = () => (resumed?.seconds ?? 0) + (performance.now() - started) / 1000;
+  let lastSave = performance.now();
+  const save = (done: boolean) =>
+    checkpoints.save?.(
+      {
+        summary,
+        taken: Object.fromEntries([...queues].map(([env, q]) => [env, q.next])),
+        recent: Object.fromEntries(recent),
+        seconds: elapsed(),
+        done,
+      },
+      trainer,
+    );
   try {
-    for (let step = 0; step < options.steps; step++) {
+    for (let step = summary.steps; step < options.steps; step++) {
       const active = [...queues.keys()].filter((env) => !summary.environments[env].stopped);
       if (active.length === 0) break;
       const batch: { env: string; states: LabelledState[] }[] = [];
@@ -129,19 +174,24 @@ export async function choiceStage(model: Model, episodes: NoisyEpisode[], option
       }
       if ((step + 1) % 5 === 0 || step + 1 === options.steps) {
         const estimates = active.map((env) => `${env} ${(100 * summary.environments[env].estimate).toFixed(0)}%`).join(', ');
-        log(`choice step ${step + 1}/${options.steps}  −log π(expert) ${loss.toFixed(3)}  agreement ${estimates}  ${((performance.now() - started) / 1000).toFixed(0)} s`);
+        log(`choice step ${step + 1}/${options.steps}  −log π(expert) ${loss.toFixed(3)}  agreement ${estimates}  ${elapsed().toFixed(0)} s`);
       }
       if (step + 1 < options.steps && step + 1 >= options.stopAfter) {
         summary.cutShortBy = 'stop-after';
         log(`choice stage: ends at step ${step + 1} (--choice-stop-after)`);
         break;
       }
-      if ((performance.now() - started) / 1000 > options.maxSeconds && step + 1 < options.steps) {
+      if (elapsed() > options.maxSeconds && step + 1 < options.steps) {
         summary.cutShortBy = 'time budget';
         log(`choice stage: its time budget of ${options.maxSeconds} s ends it at step ${step + 1}`);
         break;
       }
+      if ((performance.now() - lastSave) / 1000 >= (checkpoints.everySeconds ?? 0)) {
+        await save(false);
+        lastSave = performance.now();
+      }
     }
+    await save(true);
   } finally {
     trainer.dispose();
   }

@@ -1,6 +1,6 @@
 // npm run model:default -- [--seed S] [--out DIR] [--episodes ENV=N,...] [--difficulties 1,2,3] [--noise P] [--epochs E]
 //                           [--max-tokens N] [--choice-steps N] [--choice-stop-after N] [--choice-minutes T]
-//                           [--choice-target P] [--choice-window W] [--eval-episodes M]
+//                           [--choice-target P] [--choice-window W] [--eval-episodes M] [--checkpoint-minutes T]
 //
 // Makes rlplay's embedded default model from nothing, deterministically from a seed:
 //   1. episodes of the five built-in environments played by their scripted experts with noise;
@@ -13,8 +13,12 @@
 //   4. its greedy action-level success on each environment's test split, for the model card;
 //   5. the folder in Hugging Face layout, with the model card (README.md) and onnx/model.onnx for
 //      transformers.js.
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
+//
+// Training keeps a checkpoint in `<out>.resume` (weights, optimiser moments, progress) after each
+// epoch of 3 and every --checkpoint-minutes of 3b: on a machine without a GPU a build takes hours,
+// and the same command run again after a kill goes on from there, to the same weights.
+import { rm } from 'node:fs/promises';
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ChoicePolicy } from '../../src/agent/choice-policy.ts';
 import { Transcript } from '../../src/agent/transcript.ts';
@@ -25,13 +29,15 @@ import { exportOnnx, ONNX_MODEL_FILE } from '../../src/engine/export/onnx.ts';
 import { modelFolderFiles } from '../../src/engine/model/folder.ts';
 import { loadModelFiles } from '../../src/engine/model/load.ts';
 import { MemoryModelSource } from '../../src/engine/model/memory-source.ts';
+import { FileModelSource, replaceFolder } from '../../src/engine/model/source-node.ts';
 import { float32Tensor, serializeSafetensors } from '../../src/engine/model/safetensors.ts';
 import type { TrainBatch } from '../../src/engine/train/batch.ts';
+import { checkpointFiles, hasCheckpoint, readCheckpoint } from '../../src/engine/train/checkpoint.ts';
 import { Trainer } from '../../src/engine/train/trainer.ts';
 import { BUILTIN_ENVIRONMENTS } from '../../src/env/builtin/index.ts';
 import { evaluatePolicy, type EvaluationReport } from '../../src/rl/evaluate.ts';
 import { trainBpe } from './bpe.ts';
-import { choiceStage, type ChoiceStageSummary } from './choice-stage.ts';
+import { choiceStage, type ChoiceProgress, type ChoiceStageSummary } from './choice-stage.ts';
 import { noisyExpertEpisodes, transcriptPieces } from './corpus.ts';
 import { modelCard } from './model-card.ts';
 
@@ -69,6 +75,8 @@ const { values, tokens: argTokens } = parseArgs({
     // 2048 makes most keys, names and numbers one or two tokens: shorter transcripts, easier copying.
     'vocab-size': { type: 'string', default: '2048' },
     'eval-episodes': { type: 'string', default: '40' },
+    // How often the choice stage saves its progress in <out>.resume (0: after every step).
+    'checkpoint-minutes': { type: 'string', default: '2' },
     'batch-size': { type: 'string', default: '4' },
     lr: { type: 'string', default: '3e-3' },
   },
@@ -99,6 +107,8 @@ const settings = {
 };
 if (!(Number.isInteger(settings.choice.window) && settings.choice.window >= 1)) throw new Error(`--choice-window ${values['choice-window']}: give a whole number of episodes, 1 or more (12 by default)`);
 if (!(settings.choice.maxSeconds > 0)) throw new Error(`--choice-minutes ${values['choice-minutes']}: give a number of minutes above 0, e.g. --choice-minutes 5 (or leave it out for no limit)`);
+const checkpointSeconds = 60 * Number(values['checkpoint-minutes']);
+if (!(checkpointSeconds >= 0)) throw new Error(`--checkpoint-minutes ${values['checkpoint-minutes']}: give a number of minutes, 0 or more (2 by default)`);
 const { steps: choiceSteps, stopAfter } = settings.choice;
 if (!(Number.isInteger(stopAfter) && stopAfter >= 1 && stopAfter <= choiceSteps)) throw new Error(`--choice-stop-after ${values['choice-stop-after']}: give a whole number of steps from 1 to --choice-steps (${choiceSteps})`);
 const log = (message: string) => process.stderr.write(`${message}\n`);
@@ -146,9 +156,30 @@ const initial = new Map<string, Uint8Array>([
   ['model.safetensors', serializeSafetensors(initialWeights(config, seed))],
 ]);
 const gpu = await requestNodeGpu();
-const model = await loadModel(gpu, new MemoryModelSource(initial, 'rlplay-agent-mini (untrained): '), undefined, { trainable: true });
+// A build stopped part-way goes on from its checkpoint: its weights, then its optimiser and progress.
+const resumeDir = `${out}.resume`;
+const resumeSource = new FileModelSource(resumeDir);
+const resuming = await hasCheckpoint(resumeSource);
+const model = await loadModel(gpu, resuming ? resumeSource : new MemoryModelSource(initial, 'rlplay-agent-mini (untrained): '), undefined, { trainable: true });
 const parameters = model.gpuModel.trainable!.parameters.size;
 log(`model: ${(parameters / 1e6).toFixed(2)}M parameters (WebGPU: ${gpu.adapterName})`);
+// What makes the weights: a checkpoint of other settings is refused. The evaluation's size and the
+// time budget are left out (where the budget ended the choice stage is in the checkpoint).
+const { evalEpisodes: _evalEpisodes, ...trainingSettings } = settings;
+const build = JSON.stringify({ ...trainingSettings, choice: { ...settings.choice, maxSeconds: undefined } });
+const saved = resuming ? await readCheckpoint<BuildProgress>(resumeSource, model.config) : undefined;
+if (saved && saved.progress.build !== build) {
+  const [then, now] = [JSON.parse(saved.progress.build), JSON.parse(build)] as Record<string, unknown>[];
+  const differences = Object.keys(now)
+    .filter((key) => JSON.stringify(then[key]) !== JSON.stringify(now[key]))
+    .map((key) => `${key}: ${JSON.stringify(then[key])} then, ${JSON.stringify(now[key])} now`);
+  throw new Error(`${resumeDir} holds a stopped build of other settings (${differences.join('; ')}); run that build's command to finish it, or delete ${resumeDir} to start this one over`);
+}
+const progress: BuildProgress = saved?.progress ?? { build, epochs: 0, seconds: 0, choice: null };
+if (saved) {
+  const where = progress.choice ? `the choice stage ${progress.choice.done ? 'done' : `at step ${progress.choice.summary.steps}`}` : `${progress.epochs} of ${settings.epochs} epochs done`;
+  log(`resuming the build stopped in ${resumeDir}: ${where}, ${Math.round(progress.seconds)} s of training so far`);
+}
 
 // Long episodes (web-shop pages) keep their first steps up to maxTokens: training time grows with
 // every token, and the early steps carry the format.
@@ -169,49 +200,61 @@ const stepsPerEpoch = Math.ceil(sequences.length / settings.batchSize);
 const totalSteps = stepsPerEpoch * settings.epochs;
 log(`${sequences.length} transcripts, ${tokens} tokens (longest ${longest}); ${settings.epochs} epochs of ${stepsPerEpoch} steps`);
 
-const trainer = new Trainer(model.gpuModel, {
-  train: 'full',
-  optimizer: { schedule: { kind: 'warmup-cosine', lr: settings.lr, warmupSteps: Math.min(20, Math.floor(totalSteps / 4)), totalSteps, minLrRatio: 0.1 }, weightDecay: 0.01, maxGradNorm: 1 },
-  seed,
-});
-const order = mulberry32(seed ^ 0x9e3779b9);
 const started = performance.now();
-let step = 0;
-let tokensSeen = 0;
-for (let epoch = 0; epoch < settings.epochs; epoch++) {
-  for (const group of lengthBucketedBatches(sequences, settings.batchSize, order)) {
+/** Training seconds over every process that worked on this build. */
+const trainingSeconds = () => progress.seconds + (performance.now() - started) / 1000;
+const saveCheckpoint = async (next: Omit<BuildProgress, 'build' | 'seconds'>, trainer: Trainer) => {
+  const value = await trainer.valueHead.parameters.read();
+  const files = checkpointFiles<BuildProgress>({
+    modelFiles: await modelFolderFiles(model, await model.gpuModel.readWeights()),
+    valueHead: { weight: value.get('value.weight')!, bias: value.get('value.bias')![0] },
+    optimizer: await trainer.optimizerState(),
+    progress: { build, seconds: trainingSeconds(), ...next },
+  });
+  await replaceFolder(resumeDir, files);
+};
+
+if (progress.epochs < settings.epochs) {
+  const trainer = new Trainer(model.gpuModel, {
+    train: 'full',
+    optimizer: { schedule: { kind: 'warmup-cosine', lr: settings.lr, warmupSteps: Math.min(20, Math.floor(totalSteps / 4)), totalSteps, minLrRatio: 0.1 }, weightDecay: 0.01, maxGradNorm: 1 },
+    seed,
+  });
+  if (saved) trainer.loadOptimizerState(saved.optimizer);
+  const order = mulberry32(seed ^ 0x9e3779b9);
+  for (let epoch = 0; epoch < progress.epochs; epoch++) lengthBucketedBatches(sequences, settings.batchSize, order); // the order's draws of the epochs done
+  let step = progress.epochs * stepsPerEpoch;
+  let tokensSeen = 0;
+  for (let epoch = progress.epochs; epoch < settings.epochs; epoch++) {
+    for (const group of lengthBucketedBatches(sequences, settings.batchSize, order)) {
     const micro: TrainBatch[] = [];
     for (let i = 0; i < group.length; i += 4) {
       const part = group.slice(i, i + 4);
       micro.push({ sequences: part.map((s) => s.ids), actionMask: part.map((s) => s.actionMask) });
     }
-    const metrics = await trainer.step(micro, { nll: 1 });
-    step++;
-    tokensSeen += group.reduce((n, s) => n + s.ids.length, 0);
-    if (step % 10 === 0 || step === totalSteps) {
-      const seconds = (performance.now() - started) / 1000;
-      log(`step ${step}/${totalSteps}  epoch ${epoch + 1}  action nll ${metrics['losses/total'].toFixed(3)}  ${(tokensSeen / seconds).toFixed(0)} tok/s  ${seconds.toFixed(0)} s`);
+      const metrics = await trainer.step(micro, { nll: 1 });
+      step++;
+      tokensSeen += group.reduce((n, s) => n + s.ids.length, 0);
+      if (step % 10 === 0 || step === totalSteps) {
+        const seconds = (performance.now() - started) / 1000;
+        log(`step ${step}/${totalSteps}  epoch ${epoch + 1}  action nll ${metrics['losses/total'].toFixed(3)}  ${(tokensSeen / seconds).toFixed(0)} tok/s  ${seconds.toFixed(0)} s`);
+      }
     }
+    await saveCheckpoint({ epochs: epoch + 1, choice: null }, trainer);
   }
+  trainer.dispose();
 }
-trainer.dispose();
-const choice = await choiceStage(model, episodes, { ...settings.choice, maxTokens: settings.maxTokens, seed }, log);
-const trainSeconds = (performance.now() - started) / 1000;
+const choice = await choiceStage(model, episodes, { ...settings.choice, maxTokens: settings.maxTokens, seed }, log, {
+  resume: progress.choice && saved ? { progress: progress.choice, optimizer: saved.optimizer } : undefined,
+  save: (choiceProgress, trainer) => saveCheckpoint({ epochs: settings.epochs, choice: choiceProgress }, trainer),
+  everySeconds: checkpointSeconds,
+});
+const trainSeconds = trainingSeconds();
 
-// 4. The trained weights go to disk at once, in `${out}.partial` (the evaluation takes long on a
-//    CPU driver: a run stopped there keeps its training), then the baseline, read back from them.
+// 4. The baseline, measured on the trained weights read back from their files. A build stopped from
+//    here on finds its training done in the checkpoint.
 const files = await modelFolderFiles(model, await model.gpuModel.readWeights());
 model.dispose();
-const partial = `${out}.partial`;
-await rm(partial, { recursive: true, force: true });
-const writeFiles = async (names: Iterable<string>) => {
-  for (const name of names) {
-    await mkdir(dirname(join(partial, name)), { recursive: true });
-    await writeFile(join(partial, name), files.get(name)!);
-  }
-};
-await writeFiles(files.keys());
-log(`trained weights written to ${partial}`);
 const trained = await loadModel(gpu, new MemoryModelSource(files, 'rlplay-agent-mini: '));
 const baseline: EvaluationReport[] = [];
 for (const env of envs) {
@@ -227,20 +270,31 @@ trained.dispose();
 const onnx = await exportOnnx(await loadModelFiles(new MemoryModelSource(files, 'rlplay-agent-mini: ')));
 files.set(ONNX_MODEL_FILE, onnx.get(ONNX_MODEL_FILE)!);
 files.set('README.md', new TextEncoder().encode(modelCard({ settings, regenerate: regenerateCommand(choice), config, parameters, tokens, trainSeconds, choice, dataSuccess, baseline, adapterName: gpu.adapterName })));
-await writeFiles([ONNX_MODEL_FILE, 'README.md']);
-await rm(out, { recursive: true, force: true });
-await rename(partial, out);
+await replaceFolder(out, files);
+await rm(resumeDir, { recursive: true, force: true });
 log(`written to ${out}`);
 
+/** What the checkpoint in `<out>.resume` records besides weights and optimiser moments. */
+interface BuildProgress {
+  /** The settings that make the build, as JSON. */
+  build: string;
+  /** Token-level epochs done (stage 3). */
+  epochs: number;
+  /** Training seconds so far, over every process that worked on the build. */
+  seconds: number;
+  /** The choice stage (3b), from its first save on. */
+  choice: ChoiceProgress | null;
+}
+
 /**
- * The command that makes this build again: the options given, less --out (where the folder goes
- * does not change it) and --choice-minutes (a budget that depends on the machine's speed), which
- * becomes the step that ended the choice stage.
+ * The command that makes this build again: the options given, less --out and --checkpoint-minutes
+ * (neither changes the weights) and --choice-minutes (a budget that depends on the machine's
+ * speed), which becomes the step that ended the choice stage.
  */
 function regenerateCommand(choice: ChoiceStageSummary): string {
   const args = ['--seed', String(seed)];
   for (const token of argTokens) {
-    if (token.kind !== 'option' || ['out', 'seed', 'choice-minutes', 'choice-stop-after'].includes(token.name)) continue;
+    if (token.kind !== 'option' || ['out', 'seed', 'choice-minutes', 'choice-stop-after', 'checkpoint-minutes'].includes(token.name)) continue;
     args.push(token.rawName, ...(token.value === undefined ? [] : [token.value]));
   }
   if (choice.cutShortBy) args.push('--choice-stop-after', String(choice.steps));

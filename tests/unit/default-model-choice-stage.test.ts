@@ -1,0 +1,80 @@
+// The default model's choice stage (scripts/default-model/choice-stage.ts) stopped after a step and
+// resumed from what it saved ends with the same weights and summary as a stage that ran straight
+// through: a build on a machine without a GPU takes hours and must survive being stopped.
+import { describe, expect, test } from 'vitest';
+import { hostWeightTensors } from '../../src/engine/gpu-model.ts';
+import { loadModel, type Model } from '../../src/engine/model.ts';
+import { modelFolderFiles } from '../../src/engine/model/folder.ts';
+import { MemoryModelSource } from '../../src/engine/model/memory-source.ts';
+import type { TrainerState } from '../../src/engine/train/trainer.ts';
+import { choiceStage, type ChoiceProgress, type ChoiceStageOptions } from '../../scripts/default-model/choice-stage.ts';
+import type { NoisyEpisode } from '../../scripts/default-model/corpus.ts';
+import { tinyModelFiles } from '../shared/tiny-model.ts';
+import { nodeGpu } from '../support/node-gpu.ts';
+
+/** Two environments of two-step episodes; the expert is not always the action the episode took. */
+const episodes: NoisyEpisode[] = ['north', 'south'].flatMap((env) =>
+  [0, 1, 2].map((i) => ({
+    env,
+    description: `Go ${env}.`,
+    success: i !== 1,
+    steps: [
+      { observation: `room ${i}`, action: i === 1 ? 'wait' : 'go', actions: ['go', 'wait'], expert: 'go' },
+      { observation: 'a door', action: 'open', actions: ['open', 'knock', 'leave'], expert: env === 'north' ? 'open' : 'knock' },
+    ],
+  })),
+);
+
+const options: ChoiceStageOptions = { steps: 4, stopAfter: 4, maxSeconds: Infinity, episodesPerStep: 3, lr: 1e-2, target: 2, window: 2, maxTokens: 128, seed: 5 };
+const quiet = () => {};
+
+async function tinyTrainable(files = tinyModelFiles({ vocabSize: 96, seed: 7 }).files): Promise<Model> {
+  return loadModel(await nodeGpu(), new MemoryModelSource(files), undefined, { trainable: true });
+}
+
+async function weightsOf(model: Model): Promise<Float32Array[]> {
+  return hostWeightTensors(await model.gpuModel.readWeights()).map((t) => Float32Array.from(t.data));
+}
+
+describe('default model: the choice stage', () => {
+  test('stopped after step 2 and resumed from its save, it ends as a stage that ran straight through', async () => {
+    const straightModel = await tinyTrainable();
+    const straight = await choiceStage(straightModel, episodes, options, quiet);
+    expect(straight.steps).toBe(4);
+    const expected = await weightsOf(straightModel);
+    straightModel.dispose();
+
+    // Saves after every step; the one after step 2 is kept, then the process "dies".
+    const stoppedModel = await tinyTrainable();
+    let kept: { progress: ChoiceProgress; optimizer: TrainerState; files: Map<string, Uint8Array> } | undefined;
+    const killed = choiceStage(stoppedModel, episodes, options, quiet, {
+      everySeconds: 0,
+      save: async (progress, trainer) => {
+        if (progress.summary.steps < 2) return;
+        // Through JSON, as the checkpoint keeps it.
+        kept = { progress: JSON.parse(JSON.stringify(progress)), optimizer: await trainer.optimizerState(), files: await modelFolderFiles(stoppedModel, await stoppedModel.gpuModel.readWeights()) };
+        throw new Error('killed');
+      },
+    });
+    await expect(killed).rejects.toThrow('killed');
+    stoppedModel.dispose();
+    expect(kept!.progress).toMatchObject({ done: false, summary: { steps: 2 } });
+
+    const resumedModel = await tinyTrainable(kept!.files);
+    const saves: ChoiceProgress[] = [];
+    const resumed = await choiceStage(resumedModel, episodes, options, quiet, {
+      resume: { progress: kept!.progress, optimizer: kept!.optimizer },
+      save: async (progress) => void saves.push(JSON.parse(JSON.stringify(progress))),
+      everySeconds: Infinity,
+    });
+    expect(resumed).toEqual(straight);
+    const got = await weightsOf(resumedModel);
+    resumedModel.dispose();
+    got.forEach((w, i) => expect(Array.from(w)).toEqual(Array.from(expected[i])));
+    // Only the final save, marked done: resumed from it, the stage is over at once.
+    expect(saves.map((s) => [s.summary.steps, s.done])).toEqual([[4, true]]);
+    const doneModel = await tinyTrainable(kept!.files);
+    expect(await choiceStage(doneModel, episodes, options, quiet, { resume: { progress: saves[0], optimizer: kept!.optimizer } })).toEqual(straight);
+    doneModel.dispose();
+  });
+});
