@@ -227,11 +227,11 @@ if (progress.epochs < settings.epochs) {
   let tokensSeen = 0;
   for (let epoch = progress.epochs; epoch < settings.epochs; epoch++) {
     for (const group of lengthBucketedBatches(sequences, settings.batchSize, order)) {
-    const micro: TrainBatch[] = [];
-    for (let i = 0; i < group.length; i += 4) {
-      const part = group.slice(i, i + 4);
-      micro.push({ sequences: part.map((s) => s.ids), actionMask: part.map((s) => s.actionMask) });
-    }
+      const micro: TrainBatch[] = [];
+      for (let i = 0; i < group.length; i += 4) {
+        const part = group.slice(i, i + 4);
+        micro.push({ sequences: part.map((s) => s.ids), actionMask: part.map((s) => s.actionMask) });
+      }
       const metrics = await trainer.step(micro, { nll: 1 });
       step++;
       tokensSeen += group.reduce((n, s) => n + s.ids.length, 0);
