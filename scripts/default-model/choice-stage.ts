@@ -51,8 +51,7 @@ export interface ChoiceStageSummary {
 export interface ChoiceProgress {
   /** The summary so far; `steps` is the steps done. */
   summary: ChoiceStageSummary;
-  /** Per environment: how many of its queued episodes were taken, and the recent ones' agreement. */
-  taken: Record<string, number>;
+  /** Per environment: agreement on its most recent episodes (how many it has taken is in the summary). */
   recent: Record<string, boolean[]>;
   /** Seconds the stage has run, over every process that ran it (for --choice-minutes). */
   seconds: number;
@@ -104,7 +103,7 @@ export async function choiceStage(
     if (states.length > 0) byEnv.set(episode.env, [...(byEnv.get(episode.env) ?? []), states]);
   }
   // Each environment's episodes in a seeded order, taken in turn, round after round.
-  const queues = new Map([...byEnv].map(([env, list]) => [env, { list: list.map((x) => ({ x, key: random() })).sort((a, b) => a.key - b.key).map(({ x }) => x), next: resumed?.taken[env] ?? 0 }]));
+  const queues = new Map([...byEnv].map(([env, list]) => [env, { list: list.map((x) => ({ x, key: random() })).sort((a, b) => a.key - b.key).map(({ x }) => x), next: resumed?.summary.environments[env]?.episodes ?? 0 }]));
   const recent = new Map([...byEnv.keys()].map((env) => [env, [...(resumed?.recent[env] ?? [])]]));
   const summary: ChoiceStageSummary = resumed
     ? structuredClone(resumed.summary)
@@ -122,7 +121,6 @@ export async function choiceStage(
     checkpoints.save?.(
       {
         summary,
-        taken: Object.fromEntries([...queues].map(([env, q]) => [env, q.next])),
         recent: Object.fromEntries(recent),
         seconds: elapsed(),
         done,

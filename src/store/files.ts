@@ -463,8 +463,9 @@ export class FileTrajectoryStore implements TrajectoryStore {
   }
 
   async getCheckpoint(runId: string, step: number): Promise<Checkpoint | undefined> {
-    if (!(await this.checkpointSteps(runId)).includes(step)) return undefined;
+    if (!Number.isInteger(step) || step < 0) return undefined;
     const dir = join(this.runDir(runId), CHECKPOINTS_DIR, String(step));
+    if (!(await exists(dir))) return undefined;
     const files = new Map<string, Uint8Array>();
     for (const name of await listFiles(dir)) files.set(name, new Uint8Array(await readFile(join(dir, ...name.split('/')))));
     return { runId, step, files };
