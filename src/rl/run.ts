@@ -279,8 +279,10 @@ async function newestIntactCheckpoint(
       return (await hasCheckpoint(source)) ? { checkpoint: await readCheckpoint<Progress>(source, config) } : { imported: await readPeftAdapter(source, config) };
     } catch (error) {
       if (!(error instanceof ModelLoadError || error instanceof StoreError)) throw error;
-      damaged.push(`checkpoint ${step}: ${error.message}`);
-      log?.(`checkpoint ${step} of run ${runId} is damaged and is passed over (${error.message})`);
+      // A loader's remedy ("download it again") is for downloaded files; a checkpoint is passed over.
+      const diagnosis = error instanceof ModelLoadError ? error.diagnosis : error.message;
+      damaged.push(`checkpoint ${step}: ${diagnosis}`);
+      log?.(`checkpoint ${step} of run ${runId} is damaged and is passed over (${diagnosis})`);
     }
   }
   if (damaged.length > 0) {

@@ -17,20 +17,22 @@ const BYTES_PER_ELEMENT: Record<string, number> = {
   I64: 8, I32: 4, I16: 2, I8: 1, U64: 8, U32: 4, U16: 2, U8: 1, BOOL: 1,
 };
 const CONVERTIBLE_DTYPES = 'F32, F16 and BF16';
-const REDOWNLOAD = 'the file is truncated or not a safetensors file — download it again';
+const TRUNCATED = 'the file is truncated or not a safetensors file';
+const REDOWNLOAD = 'download it again';
 
 export function parseSafetensors(bytes: Uint8Array, file: string): Map<string, SafetensorsTensor> {
   if (bytes.length < 8) {
-    throw new ModelLoadError(`${file} is ${bytes.length} bytes long, too short for a safetensors header: ${REDOWNLOAD}`, file);
+    throw new ModelLoadError(`${file} is ${bytes.length} bytes long, too short for a safetensors header: ${TRUNCATED}`, file, null, REDOWNLOAD);
   }
   const headerLength = new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true);
   if (headerLength > BigInt(bytes.length - 8)) {
+    const gitLfsPointer = looksLikeGitLfsPointer(bytes);
     throw new ModelLoadError(
       `${file}: its first 8 bytes announce a ${headerLength}-byte header but the file is only ${bytes.length} bytes: ` +
-        (looksLikeGitLfsPointer(bytes)
-          ? 'this is a Git LFS pointer, not the weights — fetch the real file (git lfs pull)'
-          : REDOWNLOAD),
+        (gitLfsPointer ? 'this is a Git LFS pointer, not the weights' : TRUNCATED),
       file,
+      null,
+      gitLfsPointer ? 'fetch the real file (git lfs pull)' : REDOWNLOAD,
     );
   }
   const dataStart = 8 + Number(headerLength);
@@ -44,9 +46,10 @@ export function parseSafetensors(bytes: Uint8Array, file: string): Map<string, S
     if (end > dataLength) {
       throw new ModelLoadError(
         `${file}: tensor '${name}' needs bytes ${begin}..${end} of the data section but the file holds only ` +
-          `${dataLength} data bytes (file is ${bytes.length} bytes, at least ${dataStart + end} expected): ${REDOWNLOAD}`,
+          `${dataLength} data bytes (file is ${bytes.length} bytes, at least ${dataStart + end} expected): ${TRUNCATED}`,
         file,
         name,
+        REDOWNLOAD,
       );
     }
     const elementBytes = BYTES_PER_ELEMENT[dtype];
@@ -54,9 +57,10 @@ export function parseSafetensors(bytes: Uint8Array, file: string): Map<string, S
     if (expectedBytes !== null && expectedBytes !== end - begin) {
       throw new ModelLoadError(
         `${file}: tensor '${name}' is ${dtype} with shape [${shape.join(', ')}], which takes ${expectedBytes} bytes, ` +
-          `but its data_offsets span ${end - begin} bytes: the file is corrupt — download it again`,
+          `but its data_offsets span ${end - begin} bytes: the file is corrupt`,
         file,
         name,
+        REDOWNLOAD,
       );
     }
     tensors.set(name, { name, dtype, shape, bytes: bytes.subarray(dataStart + begin, dataStart + end) });
@@ -91,10 +95,10 @@ function parseHeader(headerBytes: Uint8Array, file: string): Record<string, unkn
   try {
     header = JSON.parse(new TextDecoder().decode(headerBytes));
   } catch (error) {
-    throw new ModelLoadError(`${file}: the header is not valid JSON (${(error as Error).message}): ${REDOWNLOAD}`, file);
+    throw new ModelLoadError(`${file}: the header is not valid JSON (${(error as Error).message}): ${TRUNCATED}`, file, null, REDOWNLOAD);
   }
   if (typeof header !== 'object' || header === null || Array.isArray(header)) {
-    throw new ModelLoadError(`${file}: the header is not a JSON object: ${REDOWNLOAD}`, file);
+    throw new ModelLoadError(`${file}: the header is not a JSON object: ${TRUNCATED}`, file, null, REDOWNLOAD);
   }
   return header as Record<string, unknown>;
 }
@@ -113,9 +117,10 @@ function readEntry(entry: unknown, name: string, file: string) {
   ) {
     throw new ModelLoadError(
       `${file}: the header entry of tensor '${name}' is ${JSON.stringify(entry)}, not ` +
-        `{"dtype": ..., "shape": [...], "data_offsets": [begin, end]}: ${REDOWNLOAD}`,
+        `{"dtype": ..., "shape": [...], "data_offsets": [begin, end]}: ${TRUNCATED}`,
       file,
       name,
+      REDOWNLOAD,
     );
   }
   return { dtype, shape: shape as number[], begin: offsets[0] as number, end: offsets[1] as number };

@@ -19,8 +19,10 @@ export async function readJsonFile(source: ModelSource, file: string): Promise<u
     const position = /position (\d+)/.exec(message);
     const where = position ? ` at ${lineAndColumn(text, Number(position[1]))}` : '';
     throw new ModelLoadError(
-      `${file} is not valid JSON${where} (${message}); the file is damaged or incomplete — download it again`,
+      `${file} is not valid JSON${where} (${message}); the file is damaged or incomplete`,
       file,
+      null,
+      'download it again',
     );
   }
 }

@@ -37,8 +37,10 @@ export async function loadTokenizer(source: ModelSource, config: ModelConfig): P
   } catch (error) {
     throw new ModelLoadError(
       `${TOKENIZER_FILE} could not be loaded by transformers.js (${(error as Error).message}); it must be a ` +
-        'Hugging Face tokenizers file, as saved with a fast tokenizer — download it again or re-save it',
+        'Hugging Face tokenizers file, as saved with a fast tokenizer',
       TOKENIZER_FILE,
+      null,
+      'download it again or re-save it',
     );
   }
   checkVocabularyFits(tokenizer, config);

@@ -100,12 +100,19 @@ export interface LoadedModelFiles {
 
 /** A model folder that cannot be used, with what is wrong and how to fix it. */
 export class ModelLoadError extends Error {
+  /**
+   * @param diagnosis what is wrong with the file
+   * @param remedy what to do about it, where that depends on the file being a downloaded one
+   *   ("download it again"): a caller that knows better, such as a run passing over a damaged
+   *   checkpoint, reports the diagnosis alone
+   */
   constructor(
-    message: string,
+    readonly diagnosis: string,
     readonly file: string,
     readonly tensor: string | null = null,
+    readonly remedy: string | null = null,
   ) {
-    super(message);
+    super(remedy ? `${diagnosis} — ${remedy}` : diagnosis);
     this.name = 'ModelLoadError';
   }
 }

@@ -132,8 +132,10 @@ function readWeightMap(index: unknown): Map<string, string> {
   const weightMap = (index as { weight_map?: unknown } | null)?.weight_map;
   if (typeof weightMap !== 'object' || weightMap === null || Array.isArray(weightMap)) {
     throw new ModelLoadError(
-      `${INDEX_FILE} has no weight_map object (tensor name → shard file): the index is damaged — download it again`,
+      `${INDEX_FILE} has no weight_map object (tensor name → shard file): the index is damaged`,
       INDEX_FILE,
+      null,
+      'download it again',
     );
   }
   const entries = Object.entries(weightMap);
@@ -141,9 +143,10 @@ function readWeightMap(index: unknown): Map<string, string> {
   if (bad) {
     throw new ModelLoadError(
       `${INDEX_FILE}: weight_map maps '${bad[0]}' to ${JSON.stringify(bad[1])}, not to a file name: ` +
-        'the index is damaged — download it again',
+        'the index is damaged',
       INDEX_FILE,
       bad[0],
+      'download it again',
     );
   }
   return new Map(entries as [string, string][]);
