@@ -9,10 +9,18 @@
 // stay those of the noisy episodes: mistakes and recoveries). Its gradient reaches every candidate:
 // g_b = ∂L/∂score_b = π_b − 1[b = expert] (src/agent/choice-policy.ts turns that into token weights).
 //
-// The model must stay far from perfect. Before each step the batch's states are scored anyway (π is
-// needed for g), so each environment's greedy agreement with the expert on episodes it has not been
-// trained on (until its episodes come round again) is known for free: an environment whose recent episodes are all-correct often enough
-// (`target`, an estimate of its greedy success) leaves the stage; the others go on until `steps`.
+// The model must stay far from perfect: an environment whose estimated greedy success reaches
+// `target` leaves the stage; the others go on until `steps`. Two estimates:
+//   - agreement (free): before each step the batch's states are scored anyway (π is needed for g),
+//     so each environment's greedy agreement with the expert over whole episodes it has not been
+//     trained on (until its episodes come round again) is known, over its last `window` episodes.
+//     It is what the committed default model was made with, and it is biased both ways: the data's
+//     noisy states are not the ones the greedy policy reaches, and one wrong step of many fails the
+//     agreement without failing the task (support-desk stopped at 50% and measured 18% in one
+//     build, stopped at 46% and measured 83% in another).
+//   - played (`probeEpisodes` > 0): every `probeEvery` steps, each environment still training plays
+//     that many greedy train-split episodes on a fixed set of seeds, the success the baseline
+//     measures on the test split.
 import { mulberry32 } from '../../src/common/random.ts';
 import { Transcript } from '../../src/agent/transcript.ts';
 import { choiceTrainingBatches, type ChoiceTrainingItem } from '../../src/agent/choice-policy.ts';
@@ -32,8 +40,12 @@ export interface ChoiceStageOptions {
   lr: number;
   /** Estimated greedy success at which an environment stops training. */
   target: number;
-  /** Episodes per environment the estimate is taken over (the most recent). */
+  /** Episodes per environment the agreement estimate is taken over (the most recent). */
   window: number;
+  /** Greedy episodes each environment plays at a probe; 0: stop on the agreement estimate instead. */
+  probeEpisodes: number;
+  /** Steps between probes (the first is before step 1). */
+  probeEvery: number;
   /** A state and its longest candidate fit in this many tokens (as in stage 1). */
   maxTokens: number;
   seed: number;
@@ -59,7 +71,9 @@ export interface ChoiceProgress {
   done: boolean;
 }
 
-export interface ChoiceStageCheckpoints {
+export interface ChoiceStageHooks {
+  /** Plays `episodes` greedy episodes of `env` with the model as it is and returns their success rate (for `probeEpisodes`). */
+  play?: (env: string, episodes: number) => Promise<number>;
   /** Where an earlier process stopped: the stage goes on from there (and returns at once if it was done). */
   resume?: { progress: ChoiceProgress; optimizer: TrainerState };
   /** Called after a step when `everySeconds` have passed since the last save, and at the end. */
@@ -92,10 +106,11 @@ export async function choiceStage(
   episodes: NoisyEpisode[],
   options: ChoiceStageOptions,
   log: (message: string) => void,
-  checkpoints: ChoiceStageCheckpoints = {},
+  hooks: ChoiceStageHooks = {},
 ): Promise<ChoiceStageSummary> {
-  const resumed = checkpoints.resume?.progress;
+  const resumed = hooks.resume?.progress;
   if (resumed?.done) return resumed.summary;
+  if (options.probeEpisodes > 0 && !hooks.play) throw new Error('choiceStage: probeEpisodes needs a play hook');
   const random = mulberry32(options.seed ^ 0x27d4eb2f);
   const byEnv = new Map<string, LabelledState[][]>();
   for (const episode of episodes) {
@@ -113,12 +128,12 @@ export async function choiceStage(
     optimizer: { schedule: { kind: 'warmup-cosine', lr: options.lr, warmupSteps: Math.min(10, Math.floor(options.steps / 4)), totalSteps: options.steps, minLrRatio: 0.1 }, weightDecay: 0.01, maxGradNorm: 1 },
     seed: options.seed,
   });
-  if (checkpoints.resume) trainer.loadOptimizerState(checkpoints.resume.optimizer);
+  if (hooks.resume) trainer.loadOptimizerState(hooks.resume.optimizer);
   const started = performance.now();
   const elapsed = () => (resumed?.seconds ?? 0) + (performance.now() - started) / 1000;
   let lastSave = performance.now();
   const save = (done: boolean) =>
-    checkpoints.save?.(
+    hooks.save?.(
       {
         summary,
         recent: Object.fromEntries(recent),
@@ -128,8 +143,20 @@ export async function choiceStage(
       trainer,
     );
   try {
+    const stop = (env: string, step: number, how: string) => {
+      summary.environments[env].stopped = true;
+      log(`choice stage: ${env} stops after ${step} step${step === 1 ? '' : 's'} (${how})`);
+    };
+    const training = () => [...queues.keys()].filter((env) => !summary.environments[env].stopped);
     for (let step = summary.steps; step < options.steps; step++) {
-      const active = [...queues.keys()].filter((env) => !summary.environments[env].stopped);
+      if (options.probeEpisodes > 0 && step % options.probeEvery === 0) {
+        for (const env of training()) {
+          const e = summary.environments[env];
+          e.estimate = await hooks.play!(env, options.probeEpisodes);
+          if (e.estimate >= options.target) stop(env, step, `greedy success ${(100 * e.estimate).toFixed(0)}% on ${options.probeEpisodes} train-split episodes`);
+        }
+      }
+      const active = training();
       if (active.length === 0) break;
       const batch: { env: string; states: LabelledState[] }[] = [];
       for (let i = 0; i < options.episodesPerStep; i++) {
@@ -150,7 +177,7 @@ export async function choiceStage(
         window.push(correct);
         if (window.length > options.window) window.shift();
         summary.environments[env].episodes++;
-        summary.environments[env].estimate = window.filter(Boolean).length / window.length;
+        if (options.probeEpisodes === 0) summary.environments[env].estimate = window.filter(Boolean).length / window.length;
       }
       const items: ChoiceTrainingItem[] = states.map((s, i) => ({
         step: s.step,
@@ -163,15 +190,15 @@ export async function choiceStage(
       const loss = -states.reduce((sum, s, i) => sum + logPi[i][s.expert], 0) / states.length;
       await trainer.step(choiceTrainingBatches(items, { lengthNormalize: true, microBatch: 8, scale: actionTokens / states.length, value: false }), { pg: 1 });
       summary.steps = step + 1;
-      for (const env of active) {
+      for (const env of options.probeEpisodes === 0 ? active : []) {
         const e = summary.environments[env];
         if (recent.get(env)!.length >= options.window && e.estimate >= options.target) {
-          e.stopped = true;
-          log(`choice stage: ${env} stops at step ${step + 1} (greedy agreement with the expert on ${(100 * e.estimate).toFixed(0)}% of its last ${options.window} episodes)`);
+          stop(env, step + 1, `greedy agreement with the expert on ${(100 * e.estimate).toFixed(0)}% of its last ${options.window} episodes`);
         }
       }
       if ((step + 1) % 5 === 0 || step + 1 === options.steps) {
-        const estimates = active.map((env) => `${env} ${(100 * summary.environments[env].estimate).toFixed(0)}%`).join(', ');
+        const agreement = (env: string) => recent.get(env)!.filter(Boolean).length / Math.max(1, recent.get(env)!.length);
+        const estimates = active.map((env) => `${env} ${(100 * agreement(env)).toFixed(0)}%`).join(', ');
         log(`choice step ${step + 1}/${options.steps}  −log π(expert) ${loss.toFixed(3)}  agreement ${estimates}  ${elapsed().toFixed(0)} s`);
       }
       if (step + 1 < options.steps && step + 1 >= options.stopAfter) {
@@ -184,7 +211,7 @@ export async function choiceStage(
         log(`choice stage: its time budget of ${options.maxSeconds} s ends it at step ${step + 1}`);
         break;
       }
-      if ((performance.now() - lastSave) / 1000 >= (checkpoints.everySeconds ?? 0)) {
+      if ((performance.now() - lastSave) / 1000 >= (hooks.everySeconds ?? 0)) {
         await save(false);
         lastSave = performance.now();
       }

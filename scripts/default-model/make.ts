@@ -1,6 +1,7 @@
 // npm run model:default -- [--seed S] [--out DIR] [--episodes ENV=N,...] [--difficulties 1,2,3] [--noise P] [--epochs E]
 //                           [--max-tokens N] [--choice-steps N] [--choice-stop-after N] [--choice-minutes T]
-//                           [--choice-target P] [--choice-window W] [--eval-episodes M] [--checkpoint-minutes T]
+//                           [--choice-target P] [--choice-window W] [--choice-probe N] [--choice-probe-every K]
+//                           [--eval-episodes M] [--checkpoint-minutes T]
 //
 // Makes rlplay's embedded default model from nothing, deterministically from a seed:
 //   1. episodes of the five built-in environments played by their scripted experts with noise;
@@ -24,7 +25,7 @@ import { ChoicePolicy } from '../../src/agent/choice-policy.ts';
 import { Transcript } from '../../src/agent/transcript.ts';
 import { mulberry32, seededNormal } from '../../src/common/random.ts';
 import { requestNodeGpu } from '../../src/engine/gpu/node-gpu.ts';
-import { loadModel } from '../../src/engine/model.ts';
+import { loadModel, type Model } from '../../src/engine/model.ts';
 import { exportOnnx, ONNX_MODEL_FILE } from '../../src/engine/export/onnx.ts';
 import { modelFolderFiles } from '../../src/engine/model/folder.ts';
 import { loadModelFiles } from '../../src/engine/model/load.ts';
@@ -35,6 +36,7 @@ import type { TrainBatch } from '../../src/engine/train/batch.ts';
 import { checkpointFiles, hasCheckpoint, readCheckpoint } from '../../src/engine/train/checkpoint.ts';
 import { Trainer } from '../../src/engine/train/trainer.ts';
 import { BUILTIN_ENVIRONMENTS } from '../../src/env/builtin/index.ts';
+import type { BuiltinEnvModule, Split } from '../../src/env/types.ts';
 import { evaluatePolicy, type EvaluationReport } from '../../src/rl/evaluate.ts';
 import { trainBpe } from './bpe.ts';
 import { choiceStage, type ChoiceProgress, type ChoiceStageSummary } from './choice-stage.ts';
@@ -72,6 +74,11 @@ const { values, tokens: argTokens } = parseArgs({
     // estimated 50% while its test success was 25% (at chance on both copies). A larger window stops
     // an environment later and closer to the target, at the cost of more choice steps.
     'choice-window': { type: 'string', default: '12' },
+    // Estimate by playing instead: every --choice-probe-every steps, each environment still training
+    // plays N greedy train-split episodes (on fixed seeds) and stops once their success reaches
+    // --choice-target. 0 (the default) keeps the agreement estimate the committed model was made with.
+    'choice-probe': { type: 'string', default: '0' },
+    'choice-probe-every': { type: 'string', default: '10' },
     // 2048 makes most keys, names and numbers one or two tokens: shorter transcripts, easier copying.
     'vocab-size': { type: 'string', default: '2048' },
     'eval-episodes': { type: 'string', default: '40' },
@@ -103,9 +110,13 @@ const settings = {
     lr: Number(values['choice-lr']),
     target: Number(values['choice-target']),
     window: Number(values['choice-window']),
+    probeEpisodes: Number(values['choice-probe']),
+    probeEvery: Number(values['choice-probe-every']),
   },
 };
 if (!(Number.isInteger(settings.choice.window) && settings.choice.window >= 1)) throw new Error(`--choice-window ${values['choice-window']}: give a whole number of episodes, 1 or more (12 by default)`);
+if (!(Number.isInteger(settings.choice.probeEpisodes) && settings.choice.probeEpisodes >= 0)) throw new Error(`--choice-probe ${values['choice-probe']}: give a whole number of episodes, 0 or more (0 by default: no probes)`);
+if (!(Number.isInteger(settings.choice.probeEvery) && settings.choice.probeEvery >= 1)) throw new Error(`--choice-probe-every ${values['choice-probe-every']}: give a whole number of steps, 1 or more (10 by default)`);
 if (!(settings.choice.maxSeconds > 0)) throw new Error(`--choice-minutes ${values['choice-minutes']}: give a number of minutes above 0, e.g. --choice-minutes 5 (or leave it out for no limit)`);
 const checkpointSeconds = 60 * Number(values['checkpoint-minutes']);
 if (!(checkpointSeconds >= 0)) throw new Error(`--checkpoint-minutes ${values['checkpoint-minutes']}: give a number of minutes, 0 or more (2 by default)`);
@@ -244,7 +255,13 @@ if (progress.epochs < settings.epochs) {
   }
   trainer.dispose();
 }
+const actionPolicy = (on: Model, env: BuiltinEnvModule, split: Split) =>
+  new ChoicePolicy(on, { env, reset: { split, difficulty: 1 }, format: 'plain', adapter: null, microBatch: 16, lengthNormalize: true });
+// Probes play train-split seeds far from the data's (seed * 100_003 + i), the same ones each time.
+const probeFirstSeed = 2_000_000 + seed * 100_003;
 const choice = await choiceStage(model, episodes, { ...settings.choice, maxTokens: settings.maxTokens, seed }, log, {
+  play: async (envId, count) =>
+    (await evaluatePolicy(actionPolicy(model, envs.find((e) => e.id === envId)!, 'train'), { episodes: count, firstSeed: probeFirstSeed })).successRate.value,
   resume: progress.choice && saved ? { progress: progress.choice, optimizer: saved.optimizer } : undefined,
   save: (choiceProgress, trainer) => saveCheckpoint({ epochs: settings.epochs, choice: choiceProgress }, trainer),
   everySeconds: checkpointSeconds,
@@ -258,8 +275,7 @@ model.dispose();
 const trained = await loadModel(gpu, new MemoryModelSource(files, 'rlplay-agent-mini: '));
 const baseline: EvaluationReport[] = [];
 for (const env of envs) {
-  const policy = new ChoicePolicy(trained, { env, reset: { split: 'test', difficulty: 1 }, format: 'plain', adapter: null, microBatch: 16, lengthNormalize: true });
-  const report = await evaluatePolicy(policy, { episodes: settings.evalEpisodes, firstSeed: 1_000_000 });
+  const report = await evaluatePolicy(actionPolicy(trained, env, 'test'), { episodes: settings.evalEpisodes, firstSeed: 1_000_000 });
   baseline.push(report);
   log(`${env.id}: test-split success ${(100 * report.successRate.value).toFixed(0)}% [${(100 * report.successRate.low).toFixed(0)}, ${(100 * report.successRate.high).toFixed(0)}]`);
 }

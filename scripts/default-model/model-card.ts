@@ -6,7 +6,7 @@ import type { ChoiceStageSummary } from './choice-stage.ts';
 export interface CardFacts {
   /** The command that makes the same build again. */
   regenerate: string;
-  settings: { seed: number; episodesPerEnv: Record<string, number>; difficulties: number[]; maxTokens: number; noise: number; epochs: number; vocabSize: number; evalEpisodes: number; batchSize: number; lr: number; choice: { steps: number; maxSeconds: number; episodesPerStep: number; lr: number; target: number; window: number } };
+  settings: { seed: number; episodesPerEnv: Record<string, number>; difficulties: number[]; maxTokens: number; noise: number; epochs: number; vocabSize: number; evalEpisodes: number; batchSize: number; lr: number; choice: { steps: number; maxSeconds: number; episodesPerStep: number; lr: number; target: number; window: number; probeEpisodes: number; probeEvery: number } };
   config: { hidden_size: number; intermediate_size: number; num_hidden_layers: number; num_attention_heads: number; num_key_value_heads: number; vocab_size: number; max_position_embeddings: number };
   parameters: number;
   tokens: number;
@@ -68,8 +68,10 @@ driver; another one rounds floats differently, so its weights and the figures be
    of the action-level policy (a softmax over the state's valid actions of their mean token
    log-probabilities), the expert's action as the label even where the episode took a random one;
    ${s.choice.episodesPerStep} episodes per step, AdamW (lr ${s.choice.lr}, warm-up then cosine), at most ${s.choice.steps} steps. Each
-   environment stops once its greedy policy agrees with the expert over whole episodes in ${pct(s.choice.target)}
-   of its last ${s.choice.window} episodes (measured before training on them), so that RL has room left:
+   environment stops once ${s.choice.probeEpisodes > 0
+     ? `its greedy success reaches ${pct(s.choice.target)} on ${s.choice.probeEpisodes} train-split episodes, played at the start and every ${s.choice.probeEvery} steps`
+     : `its greedy policy agrees with the expert over whole episodes in ${pct(s.choice.target)}
+   of its last ${s.choice.window} episodes (measured before training on them)`}, so that RL has room left:
    ${Object.entries(f.choice.environments).map(([env, e]) => `${env} ${e.episodes} episodes${e.stopped ? ` (stopped at ${pct(e.estimate)})` : ` (to the end, last ${pct(e.estimate)})`}`).join(', ')}${f.choice.cutShortBy ? `; it ended after ${f.choice.steps} steps (${f.choice.cutShortBy === 'time budget' ? `its time budget of ${s.choice.maxSeconds / 60} minutes` : '--choice-stop-after'})` : ''}.
 
 Both stages took ${(f.trainSeconds / 60).toFixed(0)} minutes on ${f.adapterName}.

@@ -25,7 +25,7 @@ const episodes: NoisyEpisode[] = ['north', 'south'].flatMap((env) =>
   })),
 );
 
-const options: ChoiceStageOptions = { steps: 4, stopAfter: 4, maxSeconds: Infinity, episodesPerStep: 3, lr: 1e-2, target: 2, window: 2, maxTokens: 128, seed: 5 };
+const options: ChoiceStageOptions = { steps: 4, stopAfter: 4, maxSeconds: Infinity, episodesPerStep: 3, lr: 1e-2, target: 2, window: 2, probeEpisodes: 0, probeEvery: 1, maxTokens: 128, seed: 5 };
 const quiet = () => {};
 
 async function tinyTrainable(files = tinyModelFiles({ vocabSize: 96, seed: 7 }).files): Promise<Model> {
@@ -36,10 +36,19 @@ async function weightsOf(model: Model): Promise<Float32Array[]> {
   return hostWeightTensors(await model.gpuModel.readWeights()).map((t) => Float32Array.from(t.data));
 }
 
+/** A stand-in for playing episodes: a number that depends on every weight, so a probe at other weights tells. */
+const playOn = (model: Model) => async () => {
+  const sum = (await weightsOf(model)).reduce((total, w) => total + w.reduce((a, b) => a + b, 0), 0);
+  return Math.abs(Math.sin(sum));
+};
+
 describe('default model: the choice stage', () => {
-  test('stopped after step 2 and resumed from its save, it ends as a stage that ran straight through', async () => {
+  test.each([
+    ['the agreement estimate', options],
+    ['probes every 2 steps', { ...options, probeEpisodes: 3, probeEvery: 2 }],
+  ])('stopped after step 2 and resumed from its save, it ends as a stage that ran straight through (%s)', async (_, options) => {
     const straightModel = await tinyTrainable();
-    const straight = await choiceStage(straightModel, episodes, options, quiet);
+    const straight = await choiceStage(straightModel, episodes, options, quiet, { play: playOn(straightModel) });
     expect(straight.steps).toBe(4);
     const expected = await weightsOf(straightModel);
     straightModel.dispose();
@@ -48,6 +57,7 @@ describe('default model: the choice stage', () => {
     const stoppedModel = await tinyTrainable();
     let kept: { progress: ChoiceProgress; optimizer: TrainerState; files: Map<string, Uint8Array> } | undefined;
     const killed = choiceStage(stoppedModel, episodes, options, quiet, {
+      play: playOn(stoppedModel),
       everySeconds: 0,
       save: async (progress, trainer) => {
         if (progress.summary.steps < 2) return;
@@ -63,6 +73,7 @@ describe('default model: the choice stage', () => {
     const resumedModel = await tinyTrainable(kept!.files);
     const saves: ChoiceProgress[] = [];
     const resumed = await choiceStage(resumedModel, episodes, options, quiet, {
+      play: playOn(resumedModel),
       resume: { progress: kept!.progress, optimizer: kept!.optimizer },
       save: async (progress) => void saves.push(JSON.parse(JSON.stringify(progress))),
       everySeconds: Infinity,
@@ -76,5 +87,26 @@ describe('default model: the choice stage', () => {
     const doneModel = await tinyTrainable(kept!.files);
     expect(await choiceStage(doneModel, episodes, options, quiet, { resume: { progress: saves[0], optimizer: kept!.optimizer } })).toEqual(straight);
     doneModel.dispose();
+  });
+
+  test('with probes, an environment whose played success reaches the target stops training; the others go on and are probed again', async () => {
+    const model = await tinyTrainable();
+    const probes: [string, number][] = [];
+    const logs: string[] = [];
+    const summary = await choiceStage(model, episodes, { ...options, target: 0.5, probeEpisodes: 3, probeEvery: 2 }, (m) => logs.push(m), {
+      play: async (env, count) => {
+        probes.push([env, count]);
+        return env === 'north' ? 2 / 3 : 1 / 3;
+      },
+    });
+    model.dispose();
+    // Probes before steps 1 and 3: north stops at the first, south is probed at both.
+    expect(probes).toEqual([['north', 3], ['south', 3], ['south', 3]]);
+    expect(summary.environments).toEqual({
+      north: { episodes: 0, estimate: 2 / 3, stopped: true },
+      south: { episodes: 12, estimate: 1 / 3, stopped: false },
+    });
+    expect(logs).toContain('choice stage: north stops after 0 steps (greedy success 67% on 3 train-split episodes)');
+    await expect(choiceStage(model, episodes, { ...options, probeEpisodes: 3 }, quiet)).rejects.toThrow('probeEpisodes needs a play hook');
   });
 });
