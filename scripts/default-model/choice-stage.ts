@@ -190,10 +190,12 @@ export async function choiceStage(
       const loss = -states.reduce((sum, s, i) => sum + logPi[i][s.expert], 0) / states.length;
       await trainer.step(choiceTrainingBatches(items, { lengthNormalize: true, microBatch: 8, scale: actionTokens / states.length, value: false }), { pg: 1 });
       summary.steps = step + 1;
-      for (const env of options.probeEpisodes === 0 ? active : []) {
-        const e = summary.environments[env];
-        if (recent.get(env)!.length >= options.window && e.estimate >= options.target) {
-          stop(env, step + 1, `greedy agreement with the expert on ${(100 * e.estimate).toFixed(0)}% of its last ${options.window} episodes`);
+      if (options.probeEpisodes === 0) {
+        for (const env of active) {
+          const e = summary.environments[env];
+          if (recent.get(env)!.length >= options.window && e.estimate >= options.target) {
+            stop(env, step + 1, `greedy agreement with the expert on ${(100 * e.estimate).toFixed(0)}% of its last ${options.window} episodes`);
+          }
         }
       }
       if ((step + 1) % 5 === 0 || step + 1 === options.steps) {

@@ -1,7 +1,7 @@
 // The safetensors format, read by hand: an 8-byte little-endian header length N, N bytes of JSON
 // ({name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}), then the data, with
 // offsets counted from the end of the header. https://github.com/huggingface/safetensors
-import { ModelLoadError } from './types.ts';
+import { DOWNLOAD_AGAIN, ModelLoadError } from './types.ts';
 
 export interface SafetensorsTensor {
   name: string;
@@ -18,11 +18,10 @@ const BYTES_PER_ELEMENT: Record<string, number> = {
 };
 const CONVERTIBLE_DTYPES = 'F32, F16 and BF16';
 const TRUNCATED = 'the file is truncated or not a safetensors file';
-const REDOWNLOAD = 'download it again';
 
 export function parseSafetensors(bytes: Uint8Array, file: string): Map<string, SafetensorsTensor> {
   if (bytes.length < 8) {
-    throw new ModelLoadError(`${file} is ${bytes.length} bytes long, too short for a safetensors header: ${TRUNCATED}`, file, null, REDOWNLOAD);
+    throw new ModelLoadError(`${file} is ${bytes.length} bytes long, too short for a safetensors header: ${TRUNCATED}`, file, null, DOWNLOAD_AGAIN);
   }
   const headerLength = new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true);
   if (headerLength > BigInt(bytes.length - 8)) {
@@ -32,7 +31,7 @@ export function parseSafetensors(bytes: Uint8Array, file: string): Map<string, S
         (gitLfsPointer ? 'this is a Git LFS pointer, not the weights' : TRUNCATED),
       file,
       null,
-      gitLfsPointer ? 'fetch the real file (git lfs pull)' : REDOWNLOAD,
+      gitLfsPointer ? 'fetch the real file (git lfs pull)' : DOWNLOAD_AGAIN,
     );
   }
   const dataStart = 8 + Number(headerLength);
@@ -49,7 +48,7 @@ export function parseSafetensors(bytes: Uint8Array, file: string): Map<string, S
           `${dataLength} data bytes (file is ${bytes.length} bytes, at least ${dataStart + end} expected): ${TRUNCATED}`,
         file,
         name,
-        REDOWNLOAD,
+        DOWNLOAD_AGAIN,
       );
     }
     const elementBytes = BYTES_PER_ELEMENT[dtype];
@@ -60,7 +59,7 @@ export function parseSafetensors(bytes: Uint8Array, file: string): Map<string, S
           `but its data_offsets span ${end - begin} bytes: the file is corrupt`,
         file,
         name,
-        REDOWNLOAD,
+        DOWNLOAD_AGAIN,
       );
     }
     tensors.set(name, { name, dtype, shape, bytes: bytes.subarray(dataStart + begin, dataStart + end) });
@@ -95,10 +94,10 @@ function parseHeader(headerBytes: Uint8Array, file: string): Record<string, unkn
   try {
     header = JSON.parse(new TextDecoder().decode(headerBytes));
   } catch (error) {
-    throw new ModelLoadError(`${file}: the header is not valid JSON (${(error as Error).message}): ${TRUNCATED}`, file, null, REDOWNLOAD);
+    throw new ModelLoadError(`${file}: the header is not valid JSON (${(error as Error).message}): ${TRUNCATED}`, file, null, DOWNLOAD_AGAIN);
   }
   if (typeof header !== 'object' || header === null || Array.isArray(header)) {
-    throw new ModelLoadError(`${file}: the header is not a JSON object: ${TRUNCATED}`, file, null, REDOWNLOAD);
+    throw new ModelLoadError(`${file}: the header is not a JSON object: ${TRUNCATED}`, file, null, DOWNLOAD_AGAIN);
   }
   return header as Record<string, unknown>;
 }
@@ -120,7 +119,7 @@ function readEntry(entry: unknown, name: string, file: string) {
         `{"dtype": ..., "shape": [...], "data_offsets": [begin, end]}: ${TRUNCATED}`,
       file,
       name,
-      REDOWNLOAD,
+      DOWNLOAD_AGAIN,
     );
   }
   return { dtype, shape: shape as number[], begin: offsets[0] as number, end: offsets[1] as number };

@@ -1,6 +1,6 @@
 // Model folders behind any http(s) base URL (the Hugging Face Hub's resolve/ URLs, a static site,
 // the Vite dev server). Browser-safe: fetch only, no Node imports.
-import { ModelLoadError } from './types.ts';
+import { DOWNLOAD_AGAIN, ModelLoadError } from './types.ts';
 import type { ModelSource } from './types.ts';
 
 /** `base` + '/' + `file`, with each path segment of `file` URL-encoded. */
@@ -22,7 +22,7 @@ export async function readJsonFile(source: ModelSource, file: string): Promise<u
       `${file} is not valid JSON${where} (${message}); the file is damaged or incomplete`,
       file,
       null,
-      'download it again',
+      DOWNLOAD_AGAIN,
     );
   }
 }

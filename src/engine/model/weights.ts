@@ -3,7 +3,7 @@
 import { readJsonFile } from './source.ts';
 import { parseSafetensors, tensorToFloat32 } from './safetensors.ts';
 import type { SafetensorsTensor } from './safetensors.ts';
-import { ModelLoadError } from './types.ts';
+import { DOWNLOAD_AGAIN, ModelLoadError } from './types.ts';
 import type { HostLayer, HostLinear, HostTensor, HostWeights, ModelConfig, ModelSource } from './types.ts';
 
 export interface WeightsProgress {
@@ -135,7 +135,7 @@ function readWeightMap(index: unknown): Map<string, string> {
       `${INDEX_FILE} has no weight_map object (tensor name → shard file): the index is damaged`,
       INDEX_FILE,
       null,
-      'download it again',
+      DOWNLOAD_AGAIN,
     );
   }
   const entries = Object.entries(weightMap);
@@ -146,7 +146,7 @@ function readWeightMap(index: unknown): Map<string, string> {
         'the index is damaged',
       INDEX_FILE,
       bad[0],
-      'download it again',
+      DOWNLOAD_AGAIN,
     );
   }
   return new Map(entries as [string, string][]);
