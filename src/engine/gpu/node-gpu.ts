@@ -2,6 +2,7 @@
 // (no /dev/dri or NVIDIA device node) it uses SwiftShader, the CPU Vulkan driver that Debian's chromium package ships.
 import { existsSync } from 'node:fs';
 import { create, globals } from 'webgpu';
+import { pollDawnPolitely } from './dawn-polling.ts';
 import { requestGpu, type DeviceOptions, type GpuContext } from './device.ts';
 
 /** Device nodes of GPU drivers (DRM render nodes, NVIDIA's proprietary driver). */
@@ -22,6 +23,7 @@ function installGlobals(): void {
   // Dawn's GPUBufferUsage, GPUMapMode, ... constants, as browsers provide them.
   if (!globalsInstalled) Object.assign(globalThis, globals);
   globalsInstalled = true;
+  pollDawnPolitely();
 }
 
 /** A GPU context in Node: the system's Vulkan GPU if Dawn finds one, else SwiftShader. */
