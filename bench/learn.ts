@@ -47,8 +47,17 @@ const { values } = parseArgs({
 const envSpecs = values.envs!.split(',');
 const algos = values.algos!.split(',') as AlgorithmName[];
 for (const a of algos) if (!ALGORITHMS.includes(a)) throw new Error(`unknown algorithm ${a}; choose from ${ALGORITHMS.join(', ')}`);
-const episodes = Number(values.episodes);
-const evalEpisodes = Number(values['eval-episodes']);
+/** A count option's value, or a clear stop when it is not a positive whole number. */
+function positiveCount(option: 'episodes' | 'eval-episodes', what: string): number {
+  const value = Number(values[option]);
+  if (!Number.isInteger(value) || value < 1) {
+    console.error(`--${option} ${values[option]}: give a whole number of at least 1 (${what})`);
+    process.exit(2);
+  }
+  return value;
+}
+const episodes = positiveCount('episodes', 'training episodes per cell');
+const evalEpisodes = positiveCount('eval-episodes', 'test episodes played before and after training, which the bench compares');
 const overrides = Object.fromEntries(values.set!.map((kv) => [kv.slice(0, kv.indexOf('=')), JSON.parse(kv.slice(kv.indexOf('=') + 1))]));
 
 // Any model the CLI takes (a folder, a URL, a Hub id), e.g. a pretrained one: --model hf:HuggingFaceTB/SmolLM2-135M-Instruct.
