@@ -93,12 +93,14 @@ fn attention(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgro
     let kBase = (cacheBase + s) * V4;
     var score = 0.0;
     score += dot(q$, kCache[kBase + $u]); // each vec4
-    let newMax = max(runningMax, score);
-    let correction = exp(runningMax - newMax);
-    let weight = exp(score - newMax);
+    // One exp per key: of the old sum's rescaling and the new key's weight, one is exp(0) = 1.
+    let raises = score > runningMax;
+    let other = exp(-abs(score - runningMax));
+    let correction = select(1.0, other, raises);
+    let weight = select(other, 1.0, raises);
     denominator = denominator * correction + weight;
     acc$ = acc$ * correction + weight * vCache[kBase + $u]; // each vec4
-    runningMax = newMax;
+    runningMax = max(runningMax, score);
   }
   let outBase = (r * p.H + h) * V4;
   out[outBase + $u] = acc$ / denominator; // each vec4
