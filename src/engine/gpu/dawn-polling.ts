@@ -14,7 +14,7 @@
 import { promisify } from 'node:util';
 
 /** How long a chain of Dawn's polls spins before it polls on a 1 ms timer. */
-export const DAWN_SPIN_MS = 5;
+const DAWN_SPIN_MS = 5;
 
 type SetImmediate = typeof globalThis.setImmediate;
 
@@ -24,8 +24,9 @@ const isNative = (callback: unknown): callback is () => void =>
 let busyPolling: SetImmediate | null = null;
 
 /**
- * Makes Dawn poll politely in this thread (idempotent), until `spinDawnPolls()` undoes it. Called by
- * `requestNodeGpu`, before Dawn's first poll.
+ * Makes Dawn poll politely in this thread until `spinDawnPolls()` undoes it; while it is in place,
+ * another call (whatever its `spinMs`) changes nothing. Called by `requestNodeGpu`, before Dawn's
+ * first poll.
  */
 export function pollDawnPolitely(spinMs = DAWN_SPIN_MS): void {
   if (busyPolling) return;
