@@ -35,7 +35,7 @@ export function registerQuickstart(program: Command): void {
     .option('--model <dir|url|hf:id>', MODEL_HELP, DEFAULT_MODEL_DIR)
     .option('--env <id>', `built-in environment: ${[...BUILTIN_ENVIRONMENTS.keys()].join(', ')}`, 'tool-use')
     .option('--episodes <n>', 'PPO training episodes', parseWholeNumber, 64)
-    .option('--eval-episodes <n>', 'held-out episodes per evaluation', parseWholeNumber, 24)
+    .option('--eval-episodes <n>', 'held-out episodes per evaluation', parseWholeNumber, 100)
     .option('--seed <s>', 'seed of everything', parseWholeNumber, 0)
     .option('--out <dir>', 'where the run, the exports and the report go', 'runs/quickstart')
     .action(async (flags: QuickstartFlags) => {
