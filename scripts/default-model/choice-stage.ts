@@ -148,6 +148,8 @@ export async function choiceStage(
       log(`choice stage: ${env} stops after ${step} step${step === 1 ? '' : 's'} (${how})`);
     };
     const training = () => [...queues.keys()].filter((env) => !summary.environments[env].stopped);
+    /** Greedy agreement with the expert over the environment's last `window` episodes. */
+    const agreement = (env: string) => recent.get(env)!.filter(Boolean).length / Math.max(1, recent.get(env)!.length);
     for (let step = summary.steps; step < options.steps; step++) {
       if (options.probeEpisodes > 0 && step % options.probeEvery === 0) {
         for (const env of training()) {
@@ -177,7 +179,7 @@ export async function choiceStage(
         window.push(correct);
         if (window.length > options.window) window.shift();
         summary.environments[env].episodes++;
-        if (options.probeEpisodes === 0) summary.environments[env].estimate = window.filter(Boolean).length / window.length;
+        if (options.probeEpisodes === 0) summary.environments[env].estimate = agreement(env);
       }
       const items: ChoiceTrainingItem[] = states.map((s, i) => ({
         step: s.step,
@@ -199,7 +201,6 @@ export async function choiceStage(
         }
       }
       if ((step + 1) % 5 === 0 || step + 1 === options.steps) {
-        const agreement = (env: string) => recent.get(env)!.filter(Boolean).length / Math.max(1, recent.get(env)!.length);
         const estimates = active.map((env) => `${env} ${(100 * agreement(env)).toFixed(0)}%`).join(', ');
         log(`choice step ${step + 1}/${options.steps}  −log π(expert) ${loss.toFixed(3)}  agreement ${estimates}  ${elapsed().toFixed(0)} s`);
       }

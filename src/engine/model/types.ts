@@ -98,10 +98,10 @@ export interface LoadedModelFiles {
   tokenizer: Tokenizer;
 }
 
-/** A model folder that cannot be used, with what is wrong and how to fix it. */
 /** The remedy for a downloaded file that is damaged or incomplete. */
 export const DOWNLOAD_AGAIN = 'download it again';
 
+/** A model folder that cannot be used, with what is wrong and how to fix it. */
 export class ModelLoadError extends Error {
   /**
    * @param diagnosis what is wrong with the file
