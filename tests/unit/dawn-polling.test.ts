@@ -42,6 +42,7 @@ describe('polite Dawn polling', () => {
   });
 
   it('leaves JavaScript callbacks and util.promisify(setImmediate) as they were', async () => {
+    spinDawnPolls();
     pollDawnPolitely(0);
     const handle = globalThis.setImmediate(() => {});
     expect(handle.constructor.name).toBe('Immediate');
