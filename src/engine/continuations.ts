@@ -16,7 +16,7 @@
 // one read-back.
 import { readBuffers, storageBuffer } from './gpu/buffers.ts';
 import { encodeDispatches, type Dispatch } from './gpu/kernels.ts';
-import { wholeMatrix } from './gpu/matrix.ts';
+import { wholeMatrix, type GpuMatrix } from './gpu/matrix.ts';
 import type { GpuModel } from './gpu-model.ts';
 import { ForwardState, maxRowsPerStep } from './forward.ts';
 import { LogprobHead } from './lm-head.ts';
@@ -52,17 +52,17 @@ export interface ContinuationOptions {
 }
 
 /** Most bytes the KV caches of one group (prompt and candidate rows, all layers, keys and values) may take. */
-const KV_CACHE_BUDGET_BYTES = 1024 * 2 ** 20;
+export const KV_CACHE_BUDGET_BYTES = 1024 * 2 ** 20;
 
 /** Candidates first .. first+count-1 of request `request`. */
-interface Part {
+export interface Part {
   request: number;
   first: number;
   count: number;
 }
 
 /** Consecutive candidates (in request order) that run as one batch, and their global numbers. */
-interface Group {
+export interface Group {
   parts: Part[];
   /** Global index of the group's first candidate. */
   firstCandidate: number;
@@ -71,7 +71,7 @@ interface Group {
 }
 
 /** What a finished group leaves for decoding its rows of the continuation log-prob output. */
-interface GroupLayout {
+export interface GroupLayout {
   restBase: number;
   /** Candidates, the longest continuation and tokens per candidate per forward step. */
   A: number;
@@ -79,7 +79,7 @@ interface GroupLayout {
   chunk: number;
 }
 
-function validate(model: GpuModel, requests: ContinuationRequest[]): void {
+export function validate(model: GpuModel, requests: ContinuationRequest[]): void {
   const V = model.config.vocabSize;
   const inVocabulary = (id: number) => Number.isInteger(id) && id >= 0 && id < V;
   if (requests.length === 0) throw new RangeError('there is nothing to score: no requests; pass at least one { prompt, continuations }');
@@ -105,24 +105,33 @@ function validate(model: GpuModel, requests: ContinuationRequest[]): void {
 }
 
 /** Bytes of one layer's key (or value) cache for one sequence of S slots. */
-function cacheRowBytes(model: GpuModel, S: number): number {
+export function cacheRowBytes(model: GpuModel, S: number): number {
   const { numKvHeads: Hk, headDim: D } = model.config;
   return Hk * S * D * 4;
 }
 
+/** Whether a group of `prompts` prompts (padded to P tokens) and A candidates (the longest L tokens) fits one batch. */
+export type GroupFits = (prompts: number, P: number, A: number, L: number) => boolean;
+
 /**
- * Splits the candidates, in order, into groups that each fit one batch: the prompt batch and the
- * candidate batch each within maxRowsPerStep sequences and the binding limit for one layer's cache,
- * and both caches together within the memory budget. A group of one candidate always runs (validate
- * has checked that its cache fits a binding).
+ * Fits for prompts and candidates that run together: the prompt batch and the candidate batch each
+ * within maxRowsPerStep sequences and the binding limit for one layer's cache, and both caches
+ * together within the memory budget.
  */
-function planGroups(model: GpuModel, requests: ContinuationRequest[]): { groups: Group[]; restFloats: number } {
+function promptsAndCandidatesFit(model: GpuModel): GroupFits {
   const maxRows = maxRowsPerStep(model);
   const layers = model.config.numLayers;
-  const fits = (prompts: number, P: number, A: number, L: number) => {
+  return (prompts, P, A, L) => {
     const row = cacheRowBytes(model, P + L);
     return prompts <= maxRows && A <= maxRows && Math.max(prompts, A) * row <= model.gpu.maxBindingBytes && (prompts + A) * row * 2 * layers <= KV_CACHE_BUDGET_BYTES;
   };
+}
+
+/**
+ * Splits the candidates, in order, into groups that each fit one batch (`fits`). A group of one
+ * candidate always runs (validate has checked that its cache fits a binding).
+ */
+export function planGroups(requests: ContinuationRequest[], fits: GroupFits): { groups: Group[]; restFloats: number } {
   const groups: Group[] = [];
   let current: Group | null = null;
   let P = 0;
@@ -159,33 +168,99 @@ function planGroups(model: GpuModel, requests: ContinuationRequest[]): { groups:
   return { groups, restFloats: restBase };
 }
 
-/** Runs one group's prompts and candidates, copying its results into the shared output buffers. */
-async function runGroup(
+/**
+ * Where a group's candidates find their prompts: KV caches holding each prompt in a row of S slots (its
+ * tokens at the real slots of [0, P), under `mask`), free from slot P on, and each prompt's last residual.
+ */
+export interface PromptSource {
+  kCache: GPUBuffer[];
+  vCache: GPUBuffer[];
+  /** Rows of the caches. */
+  rows: number;
+  /** Slots per cache row. */
+  S: number;
+  /** The first free slot: candidates are fed from here. */
+  P: number;
+  /** The key mask of a row's slots [0, P). */
+  mask(row: number): number[];
+  /** Real tokens of a row's prompt (the position of its candidates' first tokens). */
+  length(row: number): number;
+  /** Residual rows, and which of them holds a prompt row's last token. */
+  residual: GpuMatrix;
+  residualRow(row: number): number;
+}
+
+/** A candidate of a group: its tokens, its prompt's row in the PromptSource, and where it came from. */
+export interface GroupCandidate {
+  tokens: number[];
+  row: number;
+  part: Part;
+  /** Its index among its request's continuations. */
+  a: number;
+}
+
+/** The group's candidates in order, each with its prompt's row in the source (`rowOf` a part). */
+export function groupCandidates(requests: ContinuationRequest[], group: Group, rowOf: (part: Part, index: number) => number): GroupCandidate[] {
+  return group.parts.flatMap((part, b) =>
+    requests[part.request].continuations.slice(part.first, part.first + part.count).map((tokens, k) => ({ tokens, row: rowOf(part, b), part, a: part.first + k })),
+  );
+}
+
+/** The group's prompts as one left-padded batch (rows in part order), in chunks of up to maxRowsPerStep rows. */
+function prefillGroupPrompts(model: GpuModel, requests: ContinuationRequest[], group: Group, L: number, adapter: GpuLoraAdapter | null, owned: { dispose(): void }[]): PromptSource {
+  const prompts = group.parts.map((part) => requests[part.request].prompt);
+  const Np = prompts.length;
+  const padded = padLeft(prompts, 0);
+  const P = padded.length;
+  const promptRows = Math.max(Np, Math.min(Np * P, maxRowsPerStep(model)));
+  const chunk = Math.max(1, Math.floor(promptRows / Np));
+  const prefix = new ForwardState(model, { B: Np, S: P + L, maskLen: P, maxRows: promptRows, adapter });
+  owned.push(prefix);
+  const positions = positionsFromMask(padded.mask);
+  prefix.write(prefix.keyMask, Uint32Array.from(padded.mask.flat()));
+  const plans = new Map<number, Dispatch[]>();
+  let lastT = 0;
+  for (let t0 = 0; t0 < P; t0 += chunk) {
+    const T = Math.min(chunk, P - t0);
+    if (!plans.has(T)) plans.set(T, prefix.body(T, prefix.ids));
+    const rows = (table: number[][]) => Uint32Array.from(table.flatMap((row) => row.slice(t0, t0 + T)));
+    prefix.write(prefix.ids, rows(padded.ids));
+    prefix.write(prefix.positions, rows(positions));
+    prefix.setCursor(t0, 0);
+    submit(model, plans.get(T)!);
+    lastT = T;
+  }
+  // Left padding puts every prompt's last token in the last column: the last row of its rows in the last chunk.
+  return {
+    kCache: prefix.kCache,
+    vCache: prefix.vCache,
+    rows: Np,
+    S: P + L,
+    P,
+    mask: (row) => padded.mask[row],
+    length: (row) => prompts[row].length,
+    residual: wholeMatrix(prefix.x, Np * lastT, model.config.hiddenSize),
+    residualRow: (row) => row * lastT + lastT - 1,
+  };
+}
+
+/** Scores one group's candidates after their prompts in `source`, copying the results into the shared output buffers. */
+export async function scoreGroupCandidates(
   model: GpuModel,
-  requests: ContinuationRequest[],
+  source: PromptSource,
+  candidates: GroupCandidate[],
   group: Group,
-  out: { first: GPUBuffer; rest: GPUBuffer; promptHidden: GPUBuffer | null; candidateHidden: GPUBuffer | null },
+  out: GroupOutputs,
   adapter: GpuLoraAdapter | null,
   owned: { dispose(): void }[],
 ): Promise<GroupLayout> {
   const device = model.gpu.device;
   const { hiddenSize: C, rmsNormEps: eps } = model.config;
-  const prompts = group.parts.map((part) => requests[part.request].prompt);
-  // Every candidate of the group, with the group-local index of its prompt.
-  const candidates = group.parts.flatMap((part, b) => requests[part.request].continuations.slice(part.first, part.first + part.count).map((tokens, k) => ({ tokens, b, part, a: part.first + k })));
-  const Np = prompts.length;
   const A = candidates.length;
   const L = Math.max(...candidates.map((c) => c.tokens.length));
-  const padded = padLeft(prompts, 0);
-  const P = padded.length;
-  const S = P + L;
+  const { P, S } = source;
+  if (P + L > S) throw new RangeError(`candidates of ${L} tokens from slot ${P} overflow the ${S} cache slots`);
   const rowsPerStep = maxRowsPerStep(model);
-
-  // 1. The prompts, as one left-padded batch in chunks of `chunk` tokens per prompt.
-  const promptRows = Math.max(Np, Math.min(Np * P, rowsPerStep));
-  const chunk = Math.max(1, Math.floor(promptRows / Np));
-  const prefix = new ForwardState(model, { B: Np, S, maskLen: P, maxRows: promptRows, adapter });
-  owned.push(prefix);
   // The candidate batch: `candChunk` tokens of every candidate per forward step.
   const candChunk = Math.max(1, Math.min(L, Math.floor(rowsPerStep / A)));
   const batch = new ForwardState(model, { B: A, S, maskLen: P, maxRows: A * candChunk, adapter });
@@ -195,38 +270,21 @@ async function runGroup(
   const lastRow = storageBuffer(device, A * 4, 'last prompt rows');
   owned.push({ dispose: () => lastRow.destroy() });
 
-  const positions = positionsFromMask(padded.mask);
-  prefix.write(prefix.keyMask, Uint32Array.from(padded.mask.flat()));
-  const promptPlans = new Map<number, Dispatch[]>();
-  let lastT = 0;
-  for (let t0 = 0; t0 < P; t0 += chunk) {
-    const T = Math.min(chunk, P - t0);
-    if (!promptPlans.has(T)) promptPlans.set(T, prefix.body(T, prefix.ids));
-    const rows = (table: number[][]) => Uint32Array.from(table.flatMap((row) => row.slice(t0, t0 + T)));
-    prefix.write(prefix.ids, rows(padded.ids));
-    prefix.write(prefix.positions, rows(positions));
-    prefix.setCursor(t0, 0);
-    submit(model, promptPlans.get(T)!);
-    lastT = T;
-  }
-
-  // 2. Each candidate's cache row gets its prompt's; its first row the prompt's last residual, whose
-  //    normed state scores the candidate's first token. Left padding puts every prompt's last token
-  //    in the last column, the last row of its prompt's rows in the last chunk.
+  // 1. Each candidate's cache row gets its prompt's; its first row the prompt's last residual, whose
+  //    normed state scores the candidate's first token.
   const cacheFloats = cacheRowBytes(model, S) / 4;
-  const cacheTable = (buffer: GPUBuffer) => wholeMatrix(buffer, Np, cacheFloats);
-  const residual = wholeMatrix(prefix.x, Np * lastT, C);
-  batch.write(batch.lastRows, Uint32Array.from(candidates, (c) => c.b));
-  batch.write(lastRow, Uint32Array.from(candidates, (c) => c.b * lastT + lastT - 1));
+  const cacheTable = (buffer: GPUBuffer) => wholeMatrix(buffer, source.rows, cacheFloats);
+  batch.write(batch.lastRows, Uint32Array.from(candidates, (c) => c.row));
+  batch.write(lastRow, Uint32Array.from(candidates, (c) => source.residualRow(c.row)));
   batch.write(head.targets, Int32Array.from(candidates, (c) => c.tokens[0]));
   const ops = batch.ops;
   const encoder = device.createCommandEncoder();
   encodeDispatches(encoder, [
     ...model.layers.flatMap((_, l) => [
-      ...ops.gatherRows(cacheTable(prefix.kCache[l]), batch.lastRows, batch.kCache[l], A),
-      ...ops.gatherRows(cacheTable(prefix.vCache[l]), batch.lastRows, batch.vCache[l], A),
+      ...ops.gatherRows(cacheTable(source.kCache[l]), batch.lastRows, batch.kCache[l], A),
+      ...ops.gatherRows(cacheTable(source.vCache[l]), batch.lastRows, batch.vCache[l], A),
     ]),
-    ...ops.gatherRows(residual, lastRow, batch.x, A),
+    ...ops.gatherRows(source.residual, lastRow, batch.x, A),
     ops.rmsnorm(batch.x, model.finalNorm, batch.h, A, C, eps),
     ...head.dispatches(ops, batch.h, A),
   ]);
@@ -238,9 +296,9 @@ async function runGroup(
   }
   device.queue.submit([encoder.finish()]);
 
-  // 3. All candidates from slot P on, right-padded, `candChunk` tokens each per step; row (a, t) of a
+  // 2. All candidates from slot P on, right-padded, `candChunk` tokens each per step; row (a, t) of a
   //    step starting at t0 predicts c_a[t0 + t + 1], at position len(prompt) + t0 + t.
-  batch.write(batch.keyMask, Uint32Array.from(candidates.flatMap((c) => padded.mask[c.b])));
+  batch.write(batch.keyMask, Uint32Array.from(candidates.flatMap((c) => source.mask(c.row))));
   const candidatePlans = new Map<number, Dispatch[]>();
   for (let t0 = 0; t0 < L; t0 += candChunk) {
     const T = Math.min(candChunk, L - t0);
@@ -254,7 +312,7 @@ async function runGroup(
         const at = t0 + t;
         ids[a * T + t] = c.tokens[at] ?? 0;
         if (at + 1 < c.tokens.length) targets[a * T + t] = c.tokens[at + 1];
-        rowPositions[a * T + t] = prompts[c.b].length + at;
+        rowPositions[a * T + t] = source.length(c.row) + at;
       }
     });
     batch.write(batch.ids, ids);
@@ -306,6 +364,14 @@ export function distinctRequests(requests: ContinuationRequest[]): { distinct: C
   return { distinct, of };
 }
 
+/** The shared output buffers that every group of a call writes its results into. */
+export interface GroupOutputs {
+  first: GPUBuffer;
+  rest: GPUBuffer;
+  promptHidden: GPUBuffer | null;
+  candidateHidden: GPUBuffer | null;
+}
+
 /**
  * Log-probabilities of each request's continuations after its prompt, all requests in one batched
  * forward (split into groups only where one batch would not fit) and one read-back. Identical
@@ -318,10 +384,29 @@ export async function scoreContinuations(model: GpuModel, requests: Continuation
     const scores = await scoreContinuations(model, distinct, options);
     return of.map((i) => structuredClone(scores[i]));
   }
+  const adapter = options.adapter ?? null;
+  const plan = planGroups(requests, promptsAndCandidatesFit(model));
+  return scoreGroups(model, requests, plan, options, (group, out, owned) => {
+    const candidates = groupCandidates(requests, group, (_, b) => b);
+    const L = Math.max(...candidates.map((c) => c.tokens.length));
+    const source = prefillGroupPrompts(model, requests, group, L, adapter, owned);
+    return scoreGroupCandidates(model, source, candidates, group, out, adapter, owned);
+  });
+}
+
+/**
+ * Runs the planned groups one after another (`runGroup` scores a group's candidates into the shared
+ * outputs), then reads every result back at once and sorts it by request and candidate.
+ */
+export async function scoreGroups(
+  model: GpuModel,
+  requests: ContinuationRequest[],
+  { groups, restFloats }: { groups: Group[]; restFloats: number },
+  options: { hidden?: boolean },
+  runGroup: (group: Group, out: GroupOutputs, owned: { dispose(): void }[]) => Promise<GroupLayout>,
+): Promise<ContinuationScores[]> {
   const device = model.gpu.device;
   const C = model.config.hiddenSize;
-  const adapter = options.adapter ?? null;
-  const { groups, restFloats } = planGroups(model, requests);
   const N = requests.reduce((n, r) => n + r.continuations.length, 0);
   const outputs: GPUBuffer[] = [];
   const output = (bytes: number, label: string) => {
@@ -329,7 +414,7 @@ export async function scoreContinuations(model: GpuModel, requests: Continuation
     outputs.push(buffer);
     return buffer;
   };
-  const out = {
+  const out: GroupOutputs = {
     first: output(N * 4, 'first-token log-probs'),
     rest: output(restFloats * 4, 'continuation log-probs'),
     promptHidden: options.hidden ? output(requests.length * C * 4, 'prompt hidden states') : null,
@@ -342,7 +427,7 @@ export async function scoreContinuations(model: GpuModel, requests: Continuation
   try {
     const layouts: GroupLayout[] = [];
     for (const [g, group] of groups.entries()) {
-      layouts.push(await runGroup(model, requests, group, out, adapter, owned));
+      layouts.push(await runGroup(group, out, owned));
       // Bounded memory: a group's buffers go before the next group allocates its own.
       if (g + 1 < groups.length) {
         await device.queue.onSubmittedWorkDone();
