@@ -2,6 +2,7 @@
 // reference on random tiny models of every supported shape, and against PyTorch's outputs on the
 // real stories260K model. Run in Node (tests/unit/model-engine.test.ts) and in headless Chromium.
 import { distinctRequests } from '../../src/engine/continuations.ts';
+import { PromptCache, type PromptCacheStats } from '../../src/engine/prompt-cache.ts';
 import type { GpuContext } from '../../src/engine/gpu/device.ts';
 import { loadModel, type Model } from '../../src/engine/model.ts';
 import { loadModelFiles } from '../../src/engine/model/load.ts';
@@ -380,6 +381,93 @@ const continuationsCheck: ModelCheck = {
   },
 };
 
+const promptCacheCheck: ModelCheck = {
+  name: 'prompt cache: prompts that grow call by call (episodes stepped side by side) score as scoreContinuations does, feeding only their new tokens',
+  async run(gpu) {
+    // The 4 KiB binding cap leaves the cache of 4 streams 32 slots: the growing prompts outgrow it and
+    // force rebuilds, and 6 streams of them do not fit at all (scored without the cache).
+    for (const shape of [TINY_SHAPES[0], TINY_SHAPES[3]]) {
+      await withModel(await tinyModel(gpu, shape.options, shape.maxBindingBytes), async (model) => {
+        const random = seededRandom(70 + shape.options.seed!);
+        const V = model.config.vocabSize;
+        const adapter = model.uploadAdapter(randomAdapter(model, { r: 2, alpha: 4, targets: ['q_proj', 'v_proj', 'down_proj'], rslora: false, dropout: 0, layers: null }, 71));
+        const cache = new PromptCache(model.gpuModel, adapter);
+        const prompts = randomSequences(random, [9, 6, 9, 4], V);
+        prompts[2] = [...prompts[0]]; // two streams start alike (GRPO's group members): fed once
+        let streams = [0, 1, 2, 3];
+        const grow = (stream: number, n: number) => (prompts[stream] = [...prompts[stream], ...randomCandidates(random, [n], V)[0]]);
+        const calls: { what: string; grow: () => void; expect: keyof PromptCacheStats }[] = [
+          { what: 'first call', grow: () => {}, expect: 'rebuilt' },
+          { what: 'each prompt grows by its own count (stream 1 not at all)', grow: () => [[0, 3], [2, 4], [3, 1]].forEach(([s, n]) => grow(s, n)), expect: 'extended' },
+          { what: 'stream 3 has finished', grow: () => ((streams = [0, 1, 2]), [[0, 2], [1, 5], [2, 1]].forEach(([s, n]) => grow(s, n))), expect: 'extended' },
+          { what: "stream 2's prompt no longer extends its last", grow: () => (prompts[2] = [...prompts[2].slice(0, 4), ...randomCandidates(random, [3], V)[0]]), expect: 'rebuilt' },
+        ];
+        let fedRows = 0;
+        let freshRows = 0;
+        for (const call of calls) {
+          call.grow();
+          const requests = streams.map((stream) => ({ stream, prompt: prompts[stream], continuations: randomCandidates(random, [1 + Math.floor(random() * 4), 2, 1], V) }));
+          const before = { ...cache.stats };
+          const got = await cache.score(requests, { hidden: true });
+          const expected = await model.scoreContinuations(requests.map(({ prompt, continuations }) => ({ prompt, continuations })), { adapter, hidden: true });
+          const what = `${shape.name}, ${call.what}`;
+          assertEqual(cache.stats[call.expect], before[call.expect] + 1, `${what}: the cache was ${call.expect}`);
+          requests.forEach((_, i) => {
+            assertClose(got[i].tokenLogprobs.flat(), expected[i].tokenLogprobs.flat(), `${what}: request ${i}'s token log-probs`, 1e-5, 1e-5);
+            assertClose(got[i].sums, expected[i].sums, `${what}: request ${i}'s sums`, 1e-5, 1e-5);
+            assertClose(got[i].promptHidden!, expected[i].promptHidden!, `${what}: request ${i}'s hidden state at its prompt's last token`, 1e-5, 1e-5);
+            assertClose(got[i].continuationHidden!.flatMap((h) => [...h]), expected[i].continuationHidden!.flatMap((h) => [...h]), `${what}: request ${i}'s candidate hidden states`, 1e-5, 1e-5);
+          });
+          fedRows += cache.stats.promptRows - before.promptRows;
+          freshRows += requests.length * Math.max(...requests.map((r) => r.prompt.length));
+        }
+        assert(fedRows < freshRows, `${shape.name}: the cache fed ${fedRows} prompt token rows, fewer than the ${freshRows} of scoring each call afresh`);
+        // Prompts that outgrow the slots rebuild the cache (with the 4 KiB cap); the scores stay the same.
+        for (let k = 0; k < 5; k++) {
+          [0, 1, 2].forEach((s) => grow(s, 4));
+          const requests = [0, 1, 2].map((stream) => ({ stream, prompt: prompts[stream], continuations: randomCandidates(random, [2, 3], V) }));
+          const got = await cache.score(requests);
+          const expected = await model.scoreContinuations(requests.map(({ prompt, continuations }) => ({ prompt, continuations })), { adapter });
+          requests.forEach((_, i) => assertClose(got[i].tokenLogprobs.flat(), expected[i].tokenLogprobs.flat(), `${shape.name}, growth ${k}: request ${i}`, 1e-5, 1e-5));
+        }
+        // The final hidden state at each prompt's last token (what a cut-short episode's value reads), as score() gives it.
+        [0, 1, 2].forEach((s) => grow(s, 2));
+        const finals = await cache.promptHidden([0, 1, 2].map((stream) => ({ stream, prompt: prompts[stream] })));
+        const full = await model.score([0, 1, 2].map((s) => prompts[s]), { adapter, hiddenAt: [0, 1, 2].map((s) => [prompts[s].length - 1]) });
+        finals.forEach((h, i) => assertClose(h, full.hidden![i][0], `${shape.name}: hidden state at stream ${i}'s last token`, 1e-5, 1e-5));
+        assert(cache.stats.rebuilt >= 3, `${shape.name}: prompts that outgrow the cache's slots rebuild it (rebuilt ${cache.stats.rebuilt} times)`);
+        // Too many streams for one cache: scored without it, to the same scores.
+        const many = randomSequences(random, [30, 30, 30, 30, 30, 30], V).map((prompt, stream) => ({ stream, prompt, continuations: randomCandidates(random, [2, 1], V) }));
+        const got = await cache.score(many);
+        const expected = await model.scoreContinuations(many.map(({ prompt, continuations }) => ({ prompt, continuations })), { adapter });
+        many.forEach((_, i) => assertClose(got[i].tokenLogprobs.flat(), expected[i].tokenLogprobs.flat(), `${shape.name}, 6 streams: request ${i}`, 1e-5, 1e-5));
+        if (shape.maxBindingBytes) assertEqual(cache.stats.uncached, 1, `${shape.name}: 6 streams of 30 tokens are scored without the cache`);
+        // Streams that went alike (the same prompt and candidates) are scored once, each with its own copy.
+        const alike = await cache.score([0, 1].map((stream) => ({ stream, prompt: many[0].prompt, continuations: many[0].continuations })));
+        alike.forEach((scores, i) => assertClose(scores.tokenLogprobs.flat(), expected[0].tokenLogprobs.flat(), `${shape.name}, alike stream ${i}`, 1e-5, 1e-5));
+        assert(alike[0].tokenLogprobs !== alike[1].tokenLogprobs, 'each stream gets its own copy of the scores');
+        // A prompt at the position limit with a one-token candidate, beside a short prompt with long ones.
+        const edge = [
+          { stream: 0, prompt: randomSequences(random, [model.gpuModel.ropePositions - 1], V)[0], continuations: [[5]] },
+          { stream: 1, prompt: [1, 7], continuations: randomCandidates(random, [6, 2], V) },
+        ];
+        const edgeGot = await cache.score(edge);
+        const edgeExpected = await model.scoreContinuations(edge.map(({ prompt, continuations }) => ({ prompt, continuations })), { adapter });
+        edge.forEach((_, i) => assertClose(edgeGot[i].tokenLogprobs.flat(), edgeExpected[i].tokenLogprobs.flat(), `${shape.name}, at the position limit: request ${i}`, 1e-5, 1e-5));
+        // A changed adapter invalidates what was cached with the old one.
+        const rebuilt = cache.stats.rebuilt;
+        adapter.parameters.markChanged();
+        await cache.score(many.slice(0, 2));
+        assertEqual(cache.stats.rebuilt, rebuilt + 1, `${shape.name}: a changed adapter rebuilds the cache`);
+        const twice = await cache.score([many[0], many[0]]).then(() => null, (e: unknown) => e);
+        assert(twice instanceof RangeError && /same stream/.test(twice.message), `two requests of one stream in a call are rejected, got ${String(twice)}`);
+        cache.dispose();
+        adapter.dispose();
+      });
+    }
+  },
+};
+
 const continuationsValidationCheck: ModelCheck = {
   name: 'continuations: malformed requests are rejected with the request index and the fix',
   async run(gpu) {
@@ -412,5 +500,6 @@ export const modelChecks: ModelCheck[] = [
   loraRoundTripCheck,
   storiesLoraCheck,
   continuationsCheck,
+  promptCacheCheck,
   continuationsValidationCheck,
 ];
