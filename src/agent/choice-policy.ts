@@ -1,8 +1,9 @@
 // The action-level ('choice') policy: at each step the environment lists its valid actions, the
 // model scores each one's tokens after the transcript so far, and the policy is a softmax over the
 // candidates' summed or length-normalised log-probs (src/rl/action-policy.ts). Many environments
-// step side by side: the states of all unfinished episodes are scored in one batched call (each
-// state's transcript runs once, its candidates continue from its KV cache).
+// step side by side: the states of all unfinished episodes are scored in one batched call, each
+// episode's transcript continuing from its KV cache of the step before (src/engine/prompt-cache.ts),
+// its candidates from the transcript's.
 //
 // Training: π(a|s) = softmax_b(score_b), so ∂ log π(a|s) / ∂ score_b = 1[b = a] − π_b and the
 // gradient of any per-step loss reaches EVERY candidate. update() works out g_b = ∂L/∂score_b for
@@ -19,8 +20,9 @@
 // step, with the same loss and gradients as one sequence per candidate. Without a value loss, identical
 // states of different episodes (GRPO's group members that chose alike) train once (mergeIdenticalStates).
 import { mulberry32 } from '../common/random.ts';
-import { requestKey } from '../engine/continuations.ts';
+import { requestKey, type ContinuationScores } from '../engine/continuations.ts';
 import type { Model } from '../engine/model.ts';
+import { PromptCache } from '../engine/prompt-cache.ts';
 import type { TrainBatch } from '../engine/train/batch.ts';
 import type { Trainer } from '../engine/train/trainer.ts';
 import type { Env, EnvInfo } from '../env/types.ts';
@@ -84,6 +86,11 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
       states.map((s) => ({ prompt: s.context, continuations: s.actionTokens })),
       { adapter, hidden },
     );
+    return this.policyOf(states, scores, hidden);
+  }
+
+  /** π over each state's candidates from their scores (and the hidden states, when they were asked for). */
+  private policyOf(states: { actionTokens: number[][] }[], scores: ContinuationScores[], hidden: boolean): ScoredState[] {
     return scores.map((score, i) => ({
       logProbs: actionLogProbs([score.sums], [states[i].actionTokens.map((t) => t.length)], { lengthNormalize: this.options.lengthNormalize, temperature: this.options.temperature })[0],
       tokenLogprobs: score.tokenLogprobs,
@@ -118,6 +125,9 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
       l.done = true;
       options.onEpisode?.(l.episode);
     };
+    const gpuModel = this.model.gpuModel;
+    // Without an adapter the policy is the reference: scored once.
+    const caches = { policy: new PromptCache(gpuModel, this.options.adapter), reference: options.reference && this.options.adapter ? new PromptCache(gpuModel, null) : null };
     try {
       let missingExpert: MissingExpertError | null = null;
       await Promise.all(
@@ -177,11 +187,14 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
         });
         const states = fitting.map((s) => ({ ...s!, context: [...s!.l.transcript.ids] }));
         if (states.length === 0) break;
-        // 2. One batched scoring of every state's candidates (and of the reference, when asked).
+        // 2. One batched scoring of every state's candidates (and of the reference, when asked), each
+        //    episode's transcript continuing from its KV cache of the last step.
         const adapterRevision = this.options.adapter?.parameters.revision;
-        const scored = await this.scoreStates(states, this.options.adapter, value !== undefined || options.choose !== undefined);
+        const requests = states.map((s) => ({ stream: live.indexOf(s.l), prompt: s.context, continuations: s.actionTokens }));
+        const hidden = value !== undefined || options.choose !== undefined;
+        const scored = this.policyOf(states, await caches.policy.score(requests, { hidden }), hidden);
         const picked = options.choose?.(states, scored);
-        const reference = options.reference ? await this.scoreStates(states, null) : undefined;
+        const reference = !options.reference ? undefined : caches.reference ? this.policyOf(states, await caches.reference.score(requests), false) : scored;
         // 3. Choose, then step every environment.
         await Promise.all(
           states.map(async (s, i) => {
@@ -241,13 +254,14 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
         const fits = cut.filter((l) => l.transcript.ids.length <= this.model.gpuModel.ropePositions);
         for (const l of cut) if (!fits.includes(l)) l.episode.finalValue = l.episode.steps.at(-1)!.value;
         if (fits.length > 0) {
-          const ids = fits.map((l) => l.transcript.ids);
-          const { hidden } = await this.model.score(ids, { adapter: this.options.adapter, hiddenAt: ids.map((x) => [x.length - 1]) });
-          fits.forEach((l, i) => (l.episode.finalValue = dot(value.weight, hidden![i][0]) + value.bias));
+          const hidden = await caches.policy.promptHidden(fits.map((l) => ({ stream: live.indexOf(l), prompt: l.transcript.ids })));
+          fits.forEach((l, i) => (l.episode.finalValue = dot(value.weight, hidden[i]) + value.bias));
         }
       }
       return live.map((l) => l.episode);
     } finally {
+      caches.policy.dispose();
+      caches.reference?.dispose();
       await Promise.all(live.map((l) => Promise.resolve(l.env?.close?.()).catch(() => undefined)));
     }
   }
