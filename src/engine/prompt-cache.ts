@@ -15,8 +15,9 @@
 // feeding W tokens to every row would compute more token rows than building afresh (most of the streams
 // have finished). A fresh cache has room for twice its longest prompt and candidate, so that the
 // rebuilds of a growing transcript cost, all together, about as much as feeding it once. Streams with
-// identical prompts (GRPO's group members at their first step) are fed once and copied, and streams
-// with identical prompts and candidates have their candidates scored once.
+// identical prompts (GRPO's group members at their first step) are fed once and copied, so is a long
+// prefix that all prompts share (the environment's instructions), and streams with identical prompts
+// and candidates have their candidates scored once.
 import { cacheRowBytes, distinctRequests, groupCandidates, KV_CACHE_BUDGET_BYTES, planGroups, scoreContinuations, scoreGroupCandidates, scoreGroups, validate, type ContinuationRequest, type ContinuationScores, type PromptSource } from './continuations.ts';
 import { readBuffers, storageBuffer } from './gpu/buffers.ts';
 import { encodeDispatches, type Dispatch } from './gpu/kernels.ts';
@@ -165,6 +166,16 @@ class Cache {
   }
 }
 
+/** Token rows a shared prefix must save before it is fed once and copied (below that the copies cost more). */
+const MIN_SHARED_PREFIX_ROWS = 64;
+
+/** How many first tokens all the sequences share. */
+function commonPrefixLength(sequences: number[][]): number {
+  let n = 0;
+  while (sequences.every((s) => n < s.length && s[n] === sequences[0][n])) n++;
+  return n;
+}
+
 function startsWith(tokens: number[], prefix: number[]): boolean {
   if (prefix.length > tokens.length) return false;
   for (let i = 0; i < prefix.length; i++) if (tokens[i] !== prefix[i]) return false;
@@ -293,11 +304,24 @@ export class PromptCache {
     const most = Math.min(Math.floor(model.gpu.maxBindingBytes / (rows * slotBytes)), Math.floor(KV_CACHE_BUDGET_BYTES / (rows * slotBytes * 2 * model.config.numLayers)));
     const capacity = Math.min(2 * (longest + L), most);
     if (capacity < longest + L || rows > maxRowsPerStep(model)) return false;
-    // Identical prompts are fed once, then copied to each of their streams' rows.
+    // Identical prompts are fed once, then copied to each of their streams' rows; so is the prefix that
+    // all prompts share (an environment's instructions), when that saves enough rows.
     const { distinct, of } = distinctRequests(requests.map((r) => ({ prompt: r.prompt, continuations: [] })));
-    // Room to feed the longest prompt in one step (a later step's new tokens are fewer, as a rule).
-    const fed = new Cache(model, distinct.length, capacity, adapter, distinct.length * longest);
-    this.stats.promptRows += fed.feed(distinct.map((r) => r.prompt));
+    const prompts = distinct.map((r) => r.prompt);
+    const shared = commonPrefixLength(prompts);
+    let fed: Cache;
+    if (shared * (prompts.length - 1) >= MIN_SHARED_PREFIX_ROWS) {
+      const prefix = new Cache(model, 1, capacity, adapter, shared);
+      this.stats.promptRows += prefix.feed([prompts[0].slice(0, shared)]);
+      fed = new Cache(model, prompts.length, capacity, adapter, prompts.length * (longest - shared));
+      await prefix.copyInto(fed, prompts.map(() => 0));
+      prefix.dispose();
+      this.stats.promptRows += fed.feed(prompts.map((p) => p.slice(shared)));
+    } else {
+      // Room to feed the longest prompt in one step (a later step's new tokens are fewer, as a rule).
+      fed = new Cache(model, prompts.length, capacity, adapter, prompts.length * longest);
+      this.stats.promptRows += fed.feed(prompts);
+    }
     if (distinct.length < rows) {
       this.cache = new Cache(model, rows, capacity, adapter, rows * longest);
       await fed.copyInto(this.cache, of);

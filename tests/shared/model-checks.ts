@@ -454,6 +454,14 @@ const promptCacheCheck: ModelCheck = {
         const edgeGot = await cache.score(edge);
         const edgeExpected = await model.scoreContinuations(edge.map(({ prompt, continuations }) => ({ prompt, continuations })), { adapter });
         edge.forEach((_, i) => assertClose(edgeGot[i].tokenLogprobs.flat(), edgeExpected[i].tokenLogprobs.flat(), `${shape.name}, at the position limit: request ${i}`, 1e-5, 1e-5));
+        // Prompts that share a long prefix (an environment's instructions): the prefix is fed once, then each rest.
+        const instructions = randomSequences(random, [34], V)[0];
+        const sharing = [0, 1, 2].map((stream) => ({ stream: 10 + stream, prompt: [...instructions, ...randomCandidates(random, [2 + stream], V)[0]], continuations: randomCandidates(random, [2, 1], V) }));
+        const rowsBefore = cache.stats.promptRows;
+        const sharingGot = await cache.score(sharing);
+        const sharingExpected = await model.scoreContinuations(sharing.map(({ prompt, continuations }) => ({ prompt, continuations })), { adapter });
+        sharing.forEach((_, i) => assertClose(sharingGot[i].tokenLogprobs.flat(), sharingExpected[i].tokenLogprobs.flat(), `${shape.name}, a shared prefix: request ${i}`, 1e-5, 1e-5));
+        assertEqual(cache.stats.promptRows - rowsBefore, 34 + 3 * 4, `${shape.name}: the shared prefix is fed once, then the rest of each prompt`);
         // A changed adapter invalidates what was cached with the old one.
         const rebuilt = cache.stats.rebuilt;
         adapter.parameters.markChanged();
