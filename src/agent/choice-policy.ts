@@ -89,6 +89,40 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
     return this.policyOf(states, scores, hidden);
   }
 
+  /**
+   * π over each state's candidates (the current adapter), like scoreStates, for states that come in
+   * episodes: each state of an episode extends the one before, so the states are scored in rounds
+   * (every episode's first state, then every episode's second, ...) through one KV cache per episode,
+   * each round feeding only what the states added.
+   */
+  async scoreEpisodeStates(states: { context: number[]; actionTokens: number[][] }[]): Promise<ScoredState[]> {
+    if (states.length === 0) return [];
+    // Chains: states by increasing length, each joining a chain whose last state it extends.
+    const order = states.map((_, i) => i).sort((a, b) => states[a].context.length - states[b].context.length || a - b);
+    const chains: number[][] = [];
+    for (const i of order) {
+      const chain = chains.find((c) => {
+        const last = states[c[c.length - 1]].context;
+        return last.length < states[i].context.length && startsWith(states[i].context, last);
+      });
+      if (chain) chain.push(i);
+      else chains.push([i]);
+    }
+    const cache = new PromptCache(this.model.gpuModel, this.options.adapter);
+    const scored = new Array<ScoredState>(states.length);
+    try {
+      for (let round = 0; ; round++) {
+        const members = chains.flatMap((chain, stream) => (round < chain.length ? [{ stream, i: chain[round] }] : []));
+        if (members.length === 0) break;
+        const scores = await cache.score(members.map(({ stream, i }) => ({ stream, prompt: states[i].context, continuations: states[i].actionTokens })));
+        this.policyOf(members.map(({ i }) => states[i]), scores, false).forEach((s, k) => (scored[members[k].i] = s));
+      }
+    } finally {
+      cache.dispose();
+    }
+    return scored;
+  }
+
   /** π over each state's candidates from their scores (and the hidden states, when they were asked for). */
   private policyOf(states: { actionTokens: number[][] }[], scores: ContinuationScores[], hidden: boolean): ScoredState[] {
     return scores.map((score, i) => ({
@@ -277,7 +311,7 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
     // changed since they were played (A2C, REINFORCE, GRPO, PPO's first minibatch), scored anew otherwise.
     const revision = this.options.adapter?.parameters.revision;
     const unchanged = revision !== undefined && items.every(({ step }) => step.adapterRevision === revision);
-    const current = unchanged ? items.map(({ step }) => ({ logProbs: step.logProbs })) : await this.scoreStates(items.map((item) => item.step));
+    const current = unchanged ? items.map(({ step }) => ({ logProbs: step.logProbs })) : await this.scoreEpisodeStates(items.map((item) => item.step));
     let approxKl = 0;
     let clipped = 0;
     let entropy = 0;

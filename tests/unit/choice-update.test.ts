@@ -229,11 +229,17 @@ describe('ChoicePolicy.update on tree-structured sequences', () => {
     // what the steps recorded is the policy as it is until the adapter changes
     const rescored = await policy.scoreStates(items.map((item) => item.step));
     items.forEach(({ step }, i) => assertClose(step.logProbs, rescored[i].logProbs, `step ${i}: recorded log π`, 1e-5, 1e-4));
-    const scoreContinuations = model.scoreContinuations.bind(model);
+    // scored episode by episode through KV caches (the states shuffled, one repeated), the same policy
+    const states = [...items.map((item) => item.step).reverse(), items[0].step];
+    const byEpisode = await policy.scoreEpisodeStates(states);
+    const alone = await policy.scoreStates(states);
+    expect(items.length).toBeGreaterThan(episodes.length); // an episode of several steps: a chain of states
+    states.forEach((_, i) => assertClose(byEpisode[i].logProbs, alone[i].logProbs, `state ${i}: log π scored episode by episode`, 1e-5, 1e-5));
+    const scoreEpisodeStates = policy.scoreEpisodeStates.bind(policy);
     let scorings = 0;
-    model.scoreContinuations = (...args) => {
+    policy.scoreEpisodeStates = (...args) => {
       scorings++;
-      return scoreContinuations(...args);
+      return scoreEpisodeStates(...args);
     };
     try {
       const first = await policy.update(trainer, items, { objective: 'ppo' });
@@ -248,7 +254,7 @@ describe('ChoicePolicy.update on tree-structured sequences', () => {
       adapter.parameters.write(name, (await adapter.parameters.read()).get(name)!);
       expect(adapter.parameters.revision).not.toBe(before);
     } finally {
-      model.scoreContinuations = scoreContinuations;
+      policy.scoreEpisodeStates = scoreEpisodeStates;
       trainer.dispose();
       adapter.dispose();
     }
