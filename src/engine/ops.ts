@@ -151,10 +151,16 @@ export class OpBuilder {
     return this.kernels.dispatch('attention', [params, qkv, kCache, vCache, keyMask, out, cursor, lse], grid(s.B * s.T * s.H, 64));
   }
 
-  /** out[i, :] = table[rows[i], :] across the table's chunks; out [N, C]. */
-  gatherRows(table: GpuMatrix, rows: GPUBuffer, out: GPUBuffer, N: number): Dispatch[] {
+  /**
+   * out[i, :] = table[rows[i], :] across the table's chunks; out [N, C]. Strided: only the first
+   * `columns` of each row, into output rows of `outStride` floats (the rest of each left as it is).
+   */
+  gatherRows(table: GpuMatrix, rows: GPUBuffer, out: GPUBuffer, N: number, strided: { columns: number; outStride: number } | null = null): Dispatch[] {
+    const columns = strided?.columns ?? table.cols;
+    const outStride = strided?.outStride ?? table.cols;
+    if (columns > table.cols || columns > outStride) throw new RangeError(`gather of ${columns} columns from rows of ${table.cols} into rows of ${outStride}`);
     return table.chunks.map((chunk) =>
-      this.kernels.dispatch('gather_rows', [this.uniform('gather', [N, table.cols, chunk.rowStart, chunk.rows]), chunk.buffer, rows, out], grid(N * table.cols, 64)),
+      this.kernels.dispatch('gather_rows', [this.uniform('gather', [N, columns, chunk.rowStart, chunk.rows, table.cols, outStride, 0, 0]), chunk.buffer, rows, out], grid(N * columns, 64)),
     );
   }
 

@@ -198,7 +198,7 @@ const attentionCheck: GpuCheck = {
 };
 
 const gatherCheck: GpuCheck = {
-  name: 'gather_rows: embedding lookup across a split table',
+  name: 'gather_rows: embedding lookup across a split table; strided first columns',
   async run(gpu) {
     const random = seededRandom(5);
     const rows = 50, C = 12;
@@ -210,6 +210,10 @@ const gatherCheck: GpuCheck = {
       const outGpu = storageBuffer(gpu.device, ids.length * C * 4, 'out');
       run(gpu, ops.gatherRows(tableGpu, storageFrom(gpu.device, ids, 'ids'), outGpu, ids.length));
       assertClose(await readFloat32(gpu.device, outGpu, ids.length * C), ref.gatherRows(table, ids, C), 'gathered rows', 0, 0);
+      // strided: the first 5 columns of each row into output rows of 9 (a prompt's cache slots into a smaller cache)
+      const stridedGpu = storageBuffer(gpu.device, ids.length * 9 * 4, 'strided out');
+      run(gpu, ops.gatherRows(tableGpu, storageFrom(gpu.device, ids, 'ids'), stridedGpu, ids.length, { columns: 5, outStride: 9 }));
+      assertClose(await readFloat32(gpu.device, stridedGpu, ids.length * 9), ref.gatherRows(table, ids, C, 5, 9), 'gathered first columns, strided', 0, 0);
     });
   },
 };

@@ -137,10 +137,13 @@ export function siluMul(gateUp: Vec, R: number, F: number): Float64Array {
   return out;
 }
 
-/** out[i, :] = table[rows[i], :] for table [*, C]. */
-export function gatherRows(table: Vec, rows: Vec, C: number): Float64Array {
-  const out = new Float64Array(rows.length * C);
-  for (let i = 0; i < rows.length; i++) for (let c = 0; c < C; c++) out[i * C + c] = table[rows[i] * C + c];
+/**
+ * out[i, :] = table[rows[i], :] for table [*, C]; strided, the first `columns` of each row into output
+ * rows of `outStride` (zeros elsewhere).
+ */
+export function gatherRows(table: Vec, rows: Vec, C: number, columns = C, outStride = C): Float64Array {
+  const out = new Float64Array(rows.length * outStride);
+  for (let i = 0; i < rows.length; i++) for (let c = 0; c < columns; c++) out[i * outStride + c] = table[rows[i] * C + c];
   return out;
 }
 
