@@ -169,17 +169,18 @@ export function planGroups(requests: ContinuationRequest[], fits: GroupFits): { 
 }
 
 /**
- * Where a group's candidates find their prompts: KV caches holding each prompt in a row of S slots (its
- * tokens at the real slots of [0, P), under `mask`), free from slot P on, and each prompt's last residual.
+ * Where a group's candidates find their prompts: KV caches [rows, Hk, S, D] holding each prompt in a row
+ * (its tokens at the real slots of [0, P), under `mask`), and each prompt's last residual. The
+ * candidates' own caches get the slots [0, P) and continue from slot P.
  */
 export interface PromptSource {
   kCache: GPUBuffer[];
   vCache: GPUBuffer[];
   /** Rows of the caches. */
   rows: number;
-  /** Slots per cache row. */
+  /** Slots per cache row (at least P). */
   S: number;
-  /** The first free slot: candidates are fed from here. */
+  /** Slots holding the prompts: candidates are fed from here. */
   P: number;
   /** The key mask of a row's slots [0, P). */
   mask(row: number): number[];
@@ -207,14 +208,14 @@ export function groupCandidates(requests: ContinuationRequest[], group: Group, r
 }
 
 /** The group's prompts as one left-padded batch (rows in part order), in chunks of up to maxRowsPerStep rows. */
-function prefillGroupPrompts(model: GpuModel, requests: ContinuationRequest[], group: Group, L: number, adapter: GpuLoraAdapter | null, owned: { dispose(): void }[]): PromptSource {
+function prefillGroupPrompts(model: GpuModel, requests: ContinuationRequest[], group: Group, adapter: GpuLoraAdapter | null, owned: { dispose(): void }[]): PromptSource {
   const prompts = group.parts.map((part) => requests[part.request].prompt);
   const Np = prompts.length;
   const padded = padLeft(prompts, 0);
   const P = padded.length;
   const promptRows = Math.max(Np, Math.min(Np * P, maxRowsPerStep(model)));
   const chunk = Math.max(1, Math.floor(promptRows / Np));
-  const prefix = new ForwardState(model, { B: Np, S: P + L, maskLen: P, maxRows: promptRows, adapter });
+  const prefix = new ForwardState(model, { B: Np, S: P, maskLen: P, maxRows: promptRows, adapter });
   owned.push(prefix);
   const positions = positionsFromMask(padded.mask);
   prefix.write(prefix.keyMask, Uint32Array.from(padded.mask.flat()));
@@ -235,7 +236,7 @@ function prefillGroupPrompts(model: GpuModel, requests: ContinuationRequest[], g
     kCache: prefix.kCache,
     vCache: prefix.vCache,
     rows: Np,
-    S: P + L,
+    S: P,
     P,
     mask: (row) => padded.mask[row],
     length: (row) => prompts[row].length,
@@ -256,10 +257,11 @@ export async function scoreGroupCandidates(
 ): Promise<GroupLayout> {
   const device = model.gpu.device;
   const { hiddenSize: C, rmsNormEps: eps } = model.config;
+  const { numKvHeads: Hk, headDim: D } = model.config;
   const A = candidates.length;
   const L = Math.max(...candidates.map((c) => c.tokens.length));
-  const { P, S } = source;
-  if (P + L > S) throw new RangeError(`candidates of ${L} tokens from slot ${P} overflow the ${S} cache slots`);
+  const { P } = source;
+  const S = P + L;
   const rowsPerStep = maxRowsPerStep(model);
   // The candidate batch: `candChunk` tokens of every candidate per forward step.
   const candChunk = Math.max(1, Math.min(L, Math.floor(rowsPerStep / A)));
@@ -268,21 +270,23 @@ export async function scoreGroupCandidates(
   const head = new LogprobHead(model, A * candChunk);
   owned.push(head);
   const lastRow = storageBuffer(device, A * 4, 'last prompt rows');
-  owned.push({ dispose: () => lastRow.destroy() });
+  const headRows = storageBuffer(device, A * Hk * 4, 'prompt cache rows');
+  owned.push({ dispose: () => (lastRow.destroy(), headRows.destroy()) });
 
-  // 1. Each candidate's cache row gets its prompt's; its first row the prompt's last residual, whose
-  //    normed state scores the candidate's first token.
-  const cacheFloats = cacheRowBytes(model, S) / 4;
-  const cacheTable = (buffer: GPUBuffer) => wholeMatrix(buffer, source.rows, cacheFloats);
-  batch.write(batch.lastRows, Uint32Array.from(candidates, (c) => c.row));
+  // 1. Each candidate's cache gets its prompt's slots [0, P), one kv head at a time (the source's rows
+  //    may have room for more slots than the candidates'); its first row the prompt's last residual,
+  //    whose normed state scores the candidate's first token.
+  const cacheTable = (buffer: GPUBuffer) => wholeMatrix(buffer, source.rows * Hk, source.S * D);
+  const slots = { columns: P * D, outStride: S * D };
+  batch.write(headRows, Uint32Array.from(candidates.flatMap((c) => Array.from({ length: Hk }, (_, h) => c.row * Hk + h))));
   batch.write(lastRow, Uint32Array.from(candidates, (c) => source.residualRow(c.row)));
   batch.write(head.targets, Int32Array.from(candidates, (c) => c.tokens[0]));
   const ops = batch.ops;
   const encoder = device.createCommandEncoder();
   encodeDispatches(encoder, [
     ...model.layers.flatMap((_, l) => [
-      ...ops.gatherRows(cacheTable(source.kCache[l]), batch.lastRows, batch.kCache[l], A),
-      ...ops.gatherRows(cacheTable(source.vCache[l]), batch.lastRows, batch.vCache[l], A),
+      ...ops.gatherRows(cacheTable(source.kCache[l]), headRows, batch.kCache[l], A * Hk, slots),
+      ...ops.gatherRows(cacheTable(source.vCache[l]), headRows, batch.vCache[l], A * Hk, slots),
     ]),
     ...ops.gatherRows(source.residual, lastRow, batch.x, A),
     ops.rmsnorm(batch.x, model.finalNorm, batch.h, A, C, eps),
@@ -387,10 +391,8 @@ export async function scoreContinuations(model: GpuModel, requests: Continuation
   const adapter = options.adapter ?? null;
   const plan = planGroups(requests, promptsAndCandidatesFit(model));
   return scoreGroups(model, requests, plan, options, (group, out, owned) => {
-    const candidates = groupCandidates(requests, group, (_, b) => b);
-    const L = Math.max(...candidates.map((c) => c.tokens.length));
-    const source = prefillGroupPrompts(model, requests, group, L, adapter, owned);
-    return scoreGroupCandidates(model, source, candidates, group, out, adapter, owned);
+    const source = prefillGroupPrompts(model, requests, group, adapter, owned);
+    return scoreGroupCandidates(model, source, groupCandidates(requests, group, (_, b) => b), group, out, adapter, owned);
   });
 }
 

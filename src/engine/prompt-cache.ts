@@ -37,7 +37,7 @@ export interface PromptCacheStats {
   /** Calls answered from the cache, and calls that built it afresh. */
   extended: number;
   rebuilt: number;
-  /** Calls too big for one cache, scored by scoreContinuations without it. */
+  /** Calls too big for one cache, scored without it (by scoreContinuations, or score for promptHidden). */
   uncached: number;
   /** Token rows of prompts fed through the model, padding included. */
   promptRows: number;
@@ -166,6 +166,12 @@ class Cache {
   }
 }
 
+/**
+ * Most bytes the caches of one PromptCache (all rows and layers, keys and values) may take: half of what
+ * one group of scoreContinuations may, as it stays allocated while the candidates' groups take theirs.
+ */
+const PROMPT_CACHE_BUDGET_BYTES = KV_CACHE_BUDGET_BYTES / 2;
+
 /** Token rows a shared prefix must save before it is fed once and copied (below that the copies cost more). */
 const MIN_SHARED_PREFIX_ROWS = 64;
 
@@ -285,8 +291,11 @@ export class PromptCache {
     const source = built.source();
     const layers = model.config.numLayers;
     const maxRows = maxRowsPerStep(model);
-    const row = cacheRowBytes(model, built.capacity);
-    const plan = planGroups(requests, (_prompts, _P, A) => A <= maxRows && A * row <= model.gpu.maxBindingBytes && A * row * 2 * layers <= KV_CACHE_BUDGET_BYTES);
+    // A candidate's cache holds its prompt's slots and its own tokens.
+    const plan = planGroups(requests, (_prompts, _P, A, L) => {
+      const row = cacheRowBytes(model, built.used + L);
+      return A <= maxRows && A * row <= model.gpu.maxBindingBytes && A * row * 2 * layers <= KV_CACHE_BUDGET_BYTES;
+    });
     return scoreGroups(model, requests, plan, options, (group, out, owned) =>
       scoreGroupCandidates(model, source, groupCandidates(requests, group, (part) => this.rowOf.get(requests[part.request].stream)!), group, out, adapter, owned),
     );
@@ -301,7 +310,7 @@ export class PromptCache {
     const { model, adapter } = this;
     const rows = requests.length;
     const slotBytes = cacheRowBytes(model, 1);
-    const most = Math.min(Math.floor(model.gpu.maxBindingBytes / (rows * slotBytes)), Math.floor(KV_CACHE_BUDGET_BYTES / (rows * slotBytes * 2 * model.config.numLayers)));
+    const most = Math.min(Math.floor(model.gpu.maxBindingBytes / (rows * slotBytes)), Math.floor(PROMPT_CACHE_BUDGET_BYTES / (rows * slotBytes * 2 * model.config.numLayers)));
     const capacity = Math.min(2 * (longest + L), most);
     if (capacity < longest + L || rows > maxRowsPerStep(model)) return false;
     // Identical prompts are fed once, then copied to each of their streams' rows; so is the prefix that
