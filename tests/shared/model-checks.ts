@@ -2,7 +2,7 @@
 // reference on random tiny models of every supported shape, and against PyTorch's outputs on the
 // real stories260K model. Run in Node (tests/unit/model-engine.test.ts) and in headless Chromium.
 import { distinctRequests } from '../../src/engine/continuations.ts';
-import { PromptCache, type PromptCacheStats } from '../../src/engine/prompt-cache.ts';
+import { PromptCache, type PromptCacheStats, type StreamRequest } from '../../src/engine/prompt-cache.ts';
 import type { GpuContext } from '../../src/engine/gpu/device.ts';
 import { loadModel, type Model } from '../../src/engine/model.ts';
 import { loadModelFiles } from '../../src/engine/model/load.ts';
@@ -392,6 +392,19 @@ const promptCacheCheck: ModelCheck = {
         const V = model.config.vocabSize;
         const adapter = model.uploadAdapter(randomAdapter(model, { r: 2, alpha: 4, targets: ['q_proj', 'v_proj', 'down_proj'], rslora: false, dropout: 0, layers: null }, 71));
         const cache = new PromptCache(model.gpuModel, adapter);
+        /** Scores the requests through the cache and afresh, and checks that they agree; returns the cache's. */
+        const scoreBothWays = async (requests: StreamRequest[], what: string, hidden = false) => {
+          const got = await cache.score(requests, { hidden });
+          const expected = await model.scoreContinuations(requests.map(({ prompt, continuations }) => ({ prompt, continuations })), { adapter, hidden });
+          requests.forEach((_, i) => {
+            assertClose(got[i].tokenLogprobs.flat(), expected[i].tokenLogprobs.flat(), `${shape.name}, ${what}: request ${i}'s token log-probs`, 1e-5, 1e-5);
+            assertClose(got[i].sums, expected[i].sums, `${shape.name}, ${what}: request ${i}'s sums`, 1e-5, 1e-5);
+            if (!hidden) return;
+            assertClose(got[i].promptHidden!, expected[i].promptHidden!, `${shape.name}, ${what}: request ${i}'s hidden state at its prompt's last token`, 1e-5, 1e-5);
+            assertClose(got[i].continuationHidden!.flatMap((h) => [...h]), expected[i].continuationHidden!.flatMap((h) => [...h]), `${shape.name}, ${what}: request ${i}'s candidate hidden states`, 1e-5, 1e-5);
+          });
+          return got;
+        };
         const prompts = randomSequences(random, [9, 6, 9, 4], V);
         prompts[2] = [...prompts[0]]; // two streams start alike (GRPO's group members): fed once
         let streams = [0, 1, 2, 3];
@@ -408,59 +421,43 @@ const promptCacheCheck: ModelCheck = {
           call.grow();
           const requests = streams.map((stream) => ({ stream, prompt: prompts[stream], continuations: randomCandidates(random, [1 + Math.floor(random() * 4), 2, 1], V) }));
           const before = { ...cache.stats };
-          const got = await cache.score(requests, { hidden: true });
-          const expected = await model.scoreContinuations(requests.map(({ prompt, continuations }) => ({ prompt, continuations })), { adapter, hidden: true });
-          const what = `${shape.name}, ${call.what}`;
-          assertEqual(cache.stats[call.expect], before[call.expect] + 1, `${what}: the cache was ${call.expect}`);
-          requests.forEach((_, i) => {
-            assertClose(got[i].tokenLogprobs.flat(), expected[i].tokenLogprobs.flat(), `${what}: request ${i}'s token log-probs`, 1e-5, 1e-5);
-            assertClose(got[i].sums, expected[i].sums, `${what}: request ${i}'s sums`, 1e-5, 1e-5);
-            assertClose(got[i].promptHidden!, expected[i].promptHidden!, `${what}: request ${i}'s hidden state at its prompt's last token`, 1e-5, 1e-5);
-            assertClose(got[i].continuationHidden!.flatMap((h) => [...h]), expected[i].continuationHidden!.flatMap((h) => [...h]), `${what}: request ${i}'s candidate hidden states`, 1e-5, 1e-5);
-          });
+          await scoreBothWays(requests, call.what, true);
+          assertEqual(cache.stats[call.expect], before[call.expect] + 1, `${shape.name}, ${call.what}: the cache was ${call.expect}`);
           fedRows += cache.stats.promptRows - before.promptRows;
           freshRows += requests.length * Math.max(...requests.map((r) => r.prompt.length));
         }
         assert(fedRows < freshRows, `${shape.name}: the cache fed ${fedRows} prompt token rows, fewer than the ${freshRows} of scoring each call afresh`);
-        // Prompts that outgrow the slots rebuild the cache (with the 4 KiB cap); the scores stay the same.
+        // Prompts that outgrow the slots rebuild the cache; the scores stay the same.
         for (let k = 0; k < 5; k++) {
           [0, 1, 2].forEach((s) => grow(s, 4));
-          const requests = [0, 1, 2].map((stream) => ({ stream, prompt: prompts[stream], continuations: randomCandidates(random, [2, 3], V) }));
-          const got = await cache.score(requests);
-          const expected = await model.scoreContinuations(requests.map(({ prompt, continuations }) => ({ prompt, continuations })), { adapter });
-          requests.forEach((_, i) => assertClose(got[i].tokenLogprobs.flat(), expected[i].tokenLogprobs.flat(), `${shape.name}, growth ${k}: request ${i}`, 1e-5, 1e-5));
+          await scoreBothWays([0, 1, 2].map((stream) => ({ stream, prompt: prompts[stream], continuations: randomCandidates(random, [2, 3], V) })), `growth ${k}`);
         }
+        assert(cache.stats.rebuilt >= 3, `${shape.name}: prompts that outgrow the cache's slots rebuild it (rebuilt ${cache.stats.rebuilt} times)`);
         // The final hidden state at each prompt's last token (what a cut-short episode's value reads), as score() gives it.
         [0, 1, 2].forEach((s) => grow(s, 2));
         const finals = await cache.promptHidden([0, 1, 2].map((stream) => ({ stream, prompt: prompts[stream] })));
         const full = await model.score([0, 1, 2].map((s) => prompts[s]), { adapter, hiddenAt: [0, 1, 2].map((s) => [prompts[s].length - 1]) });
         finals.forEach((h, i) => assertClose(h, full.hidden![i][0], `${shape.name}: hidden state at stream ${i}'s last token`, 1e-5, 1e-5));
-        assert(cache.stats.rebuilt >= 3, `${shape.name}: prompts that outgrow the cache's slots rebuild it (rebuilt ${cache.stats.rebuilt} times)`);
         // Too many streams for one cache: scored without it, to the same scores.
         const many = randomSequences(random, [30, 30, 30, 30, 30, 30], V).map((prompt, stream) => ({ stream, prompt, continuations: randomCandidates(random, [2, 1], V) }));
-        const got = await cache.score(many);
-        const expected = await model.scoreContinuations(many.map(({ prompt, continuations }) => ({ prompt, continuations })), { adapter });
-        many.forEach((_, i) => assertClose(got[i].tokenLogprobs.flat(), expected[i].tokenLogprobs.flat(), `${shape.name}, 6 streams: request ${i}`, 1e-5, 1e-5));
+        const manyScores = await scoreBothWays(many, '6 streams');
         if (shape.maxBindingBytes) assertEqual(cache.stats.uncached, 1, `${shape.name}: 6 streams of 30 tokens are scored without the cache`);
         // Streams that went alike (the same prompt and candidates) are scored once, each with its own copy.
-        const alike = await cache.score([0, 1].map((stream) => ({ stream, prompt: many[0].prompt, continuations: many[0].continuations })));
-        alike.forEach((scores, i) => assertClose(scores.tokenLogprobs.flat(), expected[0].tokenLogprobs.flat(), `${shape.name}, alike stream ${i}`, 1e-5, 1e-5));
+        const alike = await scoreBothWays([0, 1].map((stream) => ({ stream, prompt: many[0].prompt, continuations: many[0].continuations })), 'streams that went alike');
+        assertClose(alike[0].tokenLogprobs.flat(), manyScores[0].tokenLogprobs.flat(), `${shape.name}: alike streams`, 1e-5, 1e-5);
         assert(alike[0].tokenLogprobs !== alike[1].tokenLogprobs, 'each stream gets its own copy of the scores');
         // A prompt at the position limit with a one-token candidate, beside a short prompt with long ones.
-        const edge = [
-          { stream: 0, prompt: randomSequences(random, [model.gpuModel.ropePositions - 1], V)[0], continuations: [[5]] },
-          { stream: 1, prompt: [1, 7], continuations: randomCandidates(random, [6, 2], V) },
-        ];
-        const edgeGot = await cache.score(edge);
-        const edgeExpected = await model.scoreContinuations(edge.map(({ prompt, continuations }) => ({ prompt, continuations })), { adapter });
-        edge.forEach((_, i) => assertClose(edgeGot[i].tokenLogprobs.flat(), edgeExpected[i].tokenLogprobs.flat(), `${shape.name}, at the position limit: request ${i}`, 1e-5, 1e-5));
+        await scoreBothWays(
+          [
+            { stream: 0, prompt: randomSequences(random, [model.gpuModel.ropePositions - 1], V)[0], continuations: [[5]] },
+            { stream: 1, prompt: [1, 7], continuations: randomCandidates(random, [6, 2], V) },
+          ],
+          'at the position limit',
+        );
         // Prompts that share a long prefix (an environment's instructions): the prefix is fed once, then each rest.
         const instructions = randomSequences(random, [34], V)[0];
-        const sharing = [0, 1, 2].map((stream) => ({ stream: 10 + stream, prompt: [...instructions, ...randomCandidates(random, [2 + stream], V)[0]], continuations: randomCandidates(random, [2, 1], V) }));
         const rowsBefore = cache.stats.promptRows;
-        const sharingGot = await cache.score(sharing);
-        const sharingExpected = await model.scoreContinuations(sharing.map(({ prompt, continuations }) => ({ prompt, continuations })), { adapter });
-        sharing.forEach((_, i) => assertClose(sharingGot[i].tokenLogprobs.flat(), sharingExpected[i].tokenLogprobs.flat(), `${shape.name}, a shared prefix: request ${i}`, 1e-5, 1e-5));
+        await scoreBothWays([0, 1, 2].map((stream) => ({ stream: 10 + stream, prompt: [...instructions, ...randomCandidates(random, [2 + stream], V)[0]], continuations: randomCandidates(random, [2, 1], V) })), 'a shared prefix');
         assertEqual(cache.stats.promptRows - rowsBefore, 34 + 3 * 4, `${shape.name}: the shared prefix is fed once, then the rest of each prompt`);
         // A changed adapter invalidates what was cached with the old one.
         const rebuilt = cache.stats.rebuilt;
