@@ -118,28 +118,33 @@ class Cache {
     return rows * W;
   }
 
-  /** This cache's rows `from` (one per row of `into`) copied into `into`, which is empty. */
+  /** This cache's rows `from` (one per row of `into`) copied into `into`, which is empty: the used slots, per kv head. */
   async copyInto(into: Cache, from: number[]): Promise<void> {
     const { model, state } = this;
-    const C = model.config.hiddenSize;
-    const floats = cacheRowBytes(model, this.capacity) / 4;
+    const { hiddenSize: C, numKvHeads: Hk, headDim: D } = model.config;
+    if (into.capacity < this.used) throw new RangeError(`copying ${this.used} cache slots into a cache of ${into.capacity}`);
+    const headRows = storageBuffer(model.gpu.device, from.length * Hk * 4, 'rows to copy, per kv head');
     const rowList = storageBuffer(model.gpu.device, from.length * 4, 'rows to copy');
+    state.write(headRows, Uint32Array.from(from.flatMap((row) => Array.from({ length: Hk }, (_, h) => row * Hk + h))));
     state.write(rowList, Uint32Array.from(from));
+    const heads = (buffer: GPUBuffer) => wholeMatrix(buffer, this.rows * Hk, this.capacity * D);
+    const slots = { columns: this.used * D, outStride: into.capacity * D };
     const ops = state.ops;
     const encoder = model.gpu.device.createCommandEncoder();
     encodeDispatches(encoder, [
       ...model.layers.flatMap((_, l) => [
-        ...ops.gatherRows(wholeMatrix(state.kCache[l], this.rows, floats), rowList, into.state.kCache[l], from.length),
-        ...ops.gatherRows(wholeMatrix(state.vCache[l], this.rows, floats), rowList, into.state.vCache[l], from.length),
+        ...ops.gatherRows(heads(state.kCache[l]), headRows, into.state.kCache[l], from.length * Hk, slots),
+        ...ops.gatherRows(heads(state.vCache[l]), headRows, into.state.vCache[l], from.length * Hk, slots),
       ]),
       ...ops.gatherRows(wholeMatrix(this.lastResidual, this.rows, C), rowList, into.lastResidual, from.length),
     ]);
     model.gpu.device.queue.submit([encoder.finish()]);
     await model.gpu.device.queue.onSubmittedWorkDone();
+    headRows.destroy();
     rowList.destroy();
     from.forEach((row, i) => {
       into.tokens[i] = [...this.tokens[row]];
-      into.mask.set(this.mask.subarray(row * this.capacity, (row + 1) * this.capacity), i * into.capacity);
+      into.mask.set(this.mask.subarray(row * this.capacity, row * this.capacity + this.used), i * into.capacity);
     });
     into.used = this.used;
     into.state.write(into.state.keyMask, into.mask);
@@ -320,7 +325,7 @@ export class PromptCache {
     const shared = commonPrefixLength(prompts);
     let fed: Cache;
     if (shared * (prompts.length - 1) >= MIN_SHARED_PREFIX_ROWS) {
-      const prefix = new Cache(model, 1, capacity, adapter, shared);
+      const prefix = new Cache(model, 1, shared, adapter, shared);
       this.stats.promptRows += prefix.feed([prompts[0].slice(0, shared)]);
       fed = new Cache(model, prompts.length, capacity, adapter, prompts.length * (longest - shared));
       await prefix.copyInto(fed, prompts.map(() => 0));
