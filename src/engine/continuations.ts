@@ -5,6 +5,8 @@
 // All prompts run once, as one left-padded batch; each candidate's cache row then receives a copy
 // of its own prompt's KV cache, and all candidates of all prompts run as one right-padded batch
 // from the padded prompt's end, each at the positions and under the key mask of its own prompt.
+// The candidate half (scoreGroupCandidates) takes its prompts from any PromptSource: here a fresh
+// prefill, in src/engine/prompt-cache.ts caches that episodes keep from one step to the next.
 //
 //   log p(c_a[0] | prompt)          from the prompt's last hidden state, one row per candidate
 //   log p(c_a[t] | prompt, c_a[<t]) from the candidate batch, row (a, t - 1)
