@@ -20,6 +20,7 @@
 // step, with the same loss and gradients as one sequence per candidate. Without a value loss, identical
 // states of different episodes (GRPO's group members that chose alike) train once (mergeIdenticalStates).
 import { mulberry32 } from '../common/random.ts';
+import { startsWith } from '../common/tokens.ts';
 import { requestKey, type ContinuationScores } from '../engine/continuations.ts';
 import type { Model } from '../engine/model.ts';
 import { PromptCache } from '../engine/prompt-cache.ts';
@@ -95,19 +96,9 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
    * (every episode's first state, then every episode's second, ...) through one KV cache per episode,
    * each round feeding only what the states added.
    */
-  async scoreEpisodeStates(states: { context: number[]; actionTokens: number[][] }[]): Promise<ScoredState[]> {
+  async scoreEpisodeStates(states: Pick<ChoiceStep, 'context' | 'actionTokens' | 'chosen'>[]): Promise<ScoredState[]> {
     if (states.length === 0) return [];
-    // Chains: states by increasing length, each joining a chain whose last state it extends.
-    const order = states.map((_, i) => i).sort((a, b) => states[a].context.length - states[b].context.length || a - b);
-    const chains: number[][] = [];
-    for (const i of order) {
-      const chain = chains.find((c) => {
-        const last = states[c[c.length - 1]].context;
-        return last.length < states[i].context.length && startsWith(states[i].context, last);
-      });
-      if (chain) chain.push(i);
-      else chains.push([i]);
-    }
+    const chains = episodeChains(states);
     const cache = new PromptCache(this.model.gpuModel, this.options.adapter);
     const scored = new Array<ScoredState>(states.length);
     try {
@@ -399,10 +390,40 @@ function prefixHashes(tokens: number[]): Int32Array {
   return hashes;
 }
 
-function startsWith(tokens: number[], prefix: number[]): boolean {
-  if (prefix.length > tokens.length) return false;
-  for (let i = prefix.length - 1; i >= 0; i--) if (tokens[i] !== prefix[i]) return false;
-  return true;
+/**
+ * Steps grouped into the chains of their episodes, as indices in state order: by increasing state length,
+ * a step joins the longest chain whose last state and chosen action its state starts with (every link
+ * verified token by token); a step that extends no chain starts its own (another episode, a repeated state).
+ */
+export function episodeChains(steps: readonly Pick<ChoiceStep, 'context' | 'actionTokens' | 'chosen'>[]): number[][] {
+  interface Chain {
+    indices: number[];
+    /** The last step's state and chosen action, and its hash. */
+    tokens: number[];
+    hash: number;
+  }
+  const chains: Chain[] = [];
+  const order = steps.map((_, i) => i).sort((a, b) => steps[a].context.length - steps[b].context.length || a - b);
+  for (const i of order) {
+    const { context, actionTokens, chosen } = steps[i];
+    const hashes = prefixHashes(context);
+    let best: Chain | undefined;
+    for (const chain of chains) {
+      const last = steps[chain.indices[chain.indices.length - 1]].context.length;
+      if (last >= context.length || chain.tokens.length > context.length || hashes[chain.tokens.length] !== chain.hash) continue;
+      if ((!best || chain.tokens.length > best.tokens.length) && startsWith(context, chain.tokens)) best = chain;
+    }
+    const tokens = [...context, ...actionTokens[chosen]];
+    const hash = prefixHashes(tokens)[tokens.length];
+    if (best) {
+      best.indices.push(i);
+      best.tokens = tokens;
+      best.hash = hash;
+    } else {
+      chains.push({ indices: [i], tokens, hash });
+    }
+  }
+  return chains.map((chain) => chain.indices);
 }
 
 /**
@@ -423,39 +444,19 @@ function startsWith(tokens: number[], prefix: number[]): boolean {
 export function choiceTrainingBatches(items: ChoiceTrainingItem[], options: ChoiceBatchOptions): TrainBatch[] {
   const { lengthNormalize, scale } = options;
   if (!(options.microBatch >= 1)) throw new RangeError(`microBatch must be at least 1, got ${options.microBatch}`);
-  // 1. Chains, states by increasing length: an item joins the longest chain whose last state + action it starts with.
-  interface Chain {
-    items: ChoiceTrainingItem[];
-    /** The last item's state and chosen action. */
-    tokens: number[];
-    hash: number;
-  }
-  const chains: Chain[] = [];
   let longest = 0; // the longest [state, candidate] sequence: the memory of one old micro-batch row
-  const ordered = items.map((item, i) => ({ item, i })).sort((a, b) => a.item.step.context.length - b.item.step.context.length || a.i - b.i);
-  for (const { item } of ordered) {
+  for (const item of items) {
     const { context, actionTokens, chosen } = item.step;
     if (context.length === 0) throw new RangeError('a step with an empty context: its first action token has nothing to predict it');
     if (!(chosen >= 0 && chosen < actionTokens.length)) throw new RangeError(`a step chose candidate ${chosen} of ${actionTokens.length}`);
     if (item.g.length !== actionTokens.length) throw new RangeError(`${item.g.length} candidate gradients for ${actionTokens.length} candidates`);
     for (const tokens of actionTokens) longest = Math.max(longest, context.length + tokens.length);
-    const hashes = prefixHashes(context);
-    let best: Chain | undefined;
-    for (const chain of chains) {
-      const last = chain.items[chain.items.length - 1].step.context.length;
-      if (last >= context.length || chain.tokens.length > context.length || hashes[chain.tokens.length] !== chain.hash) continue;
-      if ((!best || chain.tokens.length > best.tokens.length) && startsWith(context, chain.tokens)) best = chain;
-    }
-    const tokens = [...context, ...actionTokens[chosen]];
-    const hash = prefixHashes(tokens)[tokens.length];
-    if (best) {
-      best.items.push(item);
-      best.tokens = tokens;
-      best.hash = hash;
-    } else {
-      chains.push({ items: [item], tokens, hash });
-    }
   }
+  // 1. Chains: one per episode, its last state and chosen action the trunk.
+  const chains = episodeChains(items.map((item) => item.step)).map((chain) => {
+    const last = items[chain[chain.length - 1]].step;
+    return { items: chain.map((i) => items[i]), tokens: [...last.context, ...last.actionTokens[last.chosen]] };
+  });
   // 2. Pieces of chains within the token budget of one old micro-batch.
   const budget = options.microBatch * longest;
   const branchTokens = (item: ChoiceTrainingItem) => item.step.actionTokens.reduce((n, t, b) => n + (b === item.step.chosen || t.length === 0 ? 0 : t.length + 1), 0);

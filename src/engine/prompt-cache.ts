@@ -19,6 +19,7 @@
 // prefix that all prompts share (the environment's instructions), and streams with identical prompts
 // and candidates have their candidates scored once.
 import { cacheRowBytes, distinctRequests, groupCandidates, KV_CACHE_BUDGET_BYTES, planGroups, scoreContinuations, scoreGroupCandidates, scoreGroups, validate, type ContinuationRequest, type ContinuationScores, type PromptSource } from './continuations.ts';
+import { startsWith } from '../common/tokens.ts';
 import { readBuffers, storageBuffer } from './gpu/buffers.ts';
 import { encodeDispatches, type Dispatch } from './gpu/kernels.ts';
 import { wholeMatrix } from './gpu/matrix.ts';
@@ -187,12 +188,6 @@ function commonPrefixLength(sequences: number[][]): number {
   return n;
 }
 
-function startsWith(tokens: number[], prefix: number[]): boolean {
-  if (prefix.length > tokens.length) return false;
-  for (let i = 0; i < prefix.length; i++) if (tokens[i] !== prefix[i]) return false;
-  return true;
-}
-
 export class PromptCache {
   readonly stats: PromptCacheStats = { extended: 0, rebuilt: 0, uncached: 0, promptRows: 0 };
   private cache: Cache | null = null;
@@ -225,6 +220,12 @@ export class PromptCache {
   async promptHidden(requests: { stream: number; prompt: number[] }[]): Promise<Float32Array[]> {
     const { model, adapter } = this;
     if (requests.length === 0) return [];
+    const V = model.config.vocabSize;
+    requests.forEach(({ prompt }, i) => {
+      if (prompt.length === 0 || prompt.length > model.ropePositions || !prompt.every((id) => Number.isInteger(id) && id >= 0 && id < V)) {
+        throw new RangeError(`request ${i}: the prompt must be 1 to ${model.ropePositions} token ids in [0, ${V})`);
+      }
+    });
     const prompts = requests.map((r) => r.prompt);
     if (!(await this.hold(requests, 0))) {
       const { hidden } = await score(model, prompts, { adapter, hiddenAt: prompts.map((p) => [p.length - 1]) });
@@ -252,18 +253,12 @@ export class PromptCache {
   }
 
   /**
-   * Makes the cache hold every request's prompt, with room for L more tokens after it: by feeding each
-   * stream its new tokens, or by building the cache afresh. False (and no cache) when the streams do not
-   * fit one (the caller scores without it).
+   * Makes the cache hold every request's prompt (validated by the caller), with room for L more tokens
+   * after it: by feeding each stream its new tokens, or by building the cache afresh. False (and no
+   * cache) when the streams do not fit one (the caller scores without it).
    */
   private async hold(requests: { stream: number; prompt: number[] }[], L: number): Promise<boolean> {
     const { model, adapter } = this;
-    const V = model.config.vocabSize;
-    requests.forEach(({ prompt }, i) => {
-      if (prompt.length === 0 || prompt.length > model.ropePositions || !prompt.every((id) => Number.isInteger(id) && id >= 0 && id < V)) {
-        throw new RangeError(`request ${i}: the prompt must be 1 to ${model.ropePositions} token ids in [0, ${V})`);
-      }
-    });
     const streams = new Set(requests.map((r) => r.stream));
     if (streams.size < requests.length) throw new RangeError('two requests of one call name the same stream; each stream has one prompt at a time');
     const longest = Math.max(...requests.map((r) => r.prompt.length));
