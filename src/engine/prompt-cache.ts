@@ -18,6 +18,14 @@
 // identical prompts (GRPO's group members at their first step) are fed once and copied, so is a long
 // prefix that all prompts share (the environment's instructions), and streams with identical prompts
 // and candidates have their candidates scored once.
+//
+// generate() writes text-mode actions the same way: after feeding the new tokens it samples each
+// stream's action with generate()'s decode loop (src/engine/generate.ts), into the slots after
+// `used`. A row keeps the tokens its decode steps fed, up to its stop token; the slots it decoded
+// after that are masked out, and so are the decode slots of the rows that did not generate. The
+// action's last token is never fed (nothing was sampled after it), so the next call feeds it with
+// the observation; a row whose every token was fed and that gets nothing new is built afresh, as its
+// kept residual belongs to its prompt.
 import { cacheRowBytes, distinctRequests, groupCandidates, KV_CACHE_BUDGET_BYTES, planGroups, scoreContinuations, scoreGroupCandidates, scoreGroups, validate, type ContinuationRequest, type ContinuationScores, type PromptSource } from './continuations.ts';
 import { startsWith } from '../common/tokens.ts';
 import { readBuffers, storageBuffer } from './gpu/buffers.ts';
@@ -25,6 +33,7 @@ import { encodeDispatches, type Dispatch } from './gpu/kernels.ts';
 import { wholeMatrix } from './gpu/matrix.ts';
 import type { GpuModel } from './gpu-model.ts';
 import { ForwardState, maxRowsPerStep } from './forward.ts';
+import { decodeAfterPrompts, generate, validatePrompts, type GenerateOptions, type GenerateResult } from './generate.ts';
 import type { GpuLoraAdapter } from './lora/gpu-adapter.ts';
 import { score } from './score.ts';
 
@@ -51,6 +60,11 @@ class Cache {
   readonly lastResidual: GPUBuffer;
   readonly tokens: number[][];
   readonly mask: Uint32Array;
+  /**
+   * Rows whose newest tokens came from a generation's decode steps: lastResidual still holds their
+   * prompt's last token, so they can only continue with new tokens to feed.
+   */
+  readonly staleResidual: boolean[];
   used = 0;
   private readonly plans = new Map<number, Dispatch[]>();
 
@@ -67,6 +81,7 @@ class Cache {
     this.lastResidual = storageBuffer(model.gpu.device, rows * model.config.hiddenSize * 4, 'last residual of each stream');
     this.tokens = Array.from({ length: rows }, () => []);
     this.mask = new Uint32Array(rows * capacity);
+    this.staleResidual = new Array<boolean>(rows).fill(false);
   }
 
   /**
@@ -114,7 +129,10 @@ class Cache {
       if (tokens.length > 0) encoder.copyBufferToBuffer(state.x, (row * lastT + lastT - 1) * C * 4, this.lastResidual, row * C * 4, C * 4);
     });
     model.gpu.device.queue.submit([encoder.finish()]);
-    newTokens.forEach((tokens, row) => this.tokens[row].push(...tokens));
+    newTokens.forEach((tokens, row) => {
+      this.tokens[row].push(...tokens);
+      if (tokens.length > 0) this.staleResidual[row] = false;
+    });
     this.used += W;
     return rows * W;
   }
@@ -145,10 +163,47 @@ class Cache {
     rowList.destroy();
     from.forEach((row, i) => {
       into.tokens[i] = [...this.tokens[row]];
+      into.staleResidual[i] = this.staleResidual[row];
       into.mask.set(this.mask.subarray(row * this.capacity, row * this.capacity + this.used), i * into.capacity);
     });
     into.used = this.used;
     into.state.write(into.state.keyMask, into.mask);
+  }
+
+  /**
+   * Samples up to maxNewTokens after the prompts the cache holds in `rows` (one per prompt), from each
+   * row's lastResidual, decoding at the slots [used, used + steps). Then every row keeps, of its
+   * generated tokens, those its decode steps fed (all but the last one sampled, or up to its stop
+   * token), and the slots after them are masked out; the other rows' decode slots stay masked.
+   */
+  async generate(rows: number[], options: GenerateOptions): Promise<GenerateResult> {
+    const { model, state, capacity } = this;
+    const slot0 = this.used;
+    // The decode slots of the generating rows are real while they decode: each query sees only
+    // slots up to its own, so a row's tokens after its stop affect nothing but its own, dropped, tokens.
+    for (const row of rows) this.mask.fill(1, row * capacity + slot0, row * capacity + slot0 + options.maxNewTokens - 1);
+    state.write(state.keyMask, this.mask);
+    const result = await decodeAfterPrompts(model, state, {
+      rows,
+      slot0,
+      firstPositions: this.tokens.map((tokens) => tokens.length),
+      prefill: (head, submitLast) => {
+        const encoder = model.gpu.device.createCommandEncoder();
+        encoder.copyBufferToBuffer(this.lastResidual, 0, state.x, 0, this.rows * model.config.hiddenSize * 4);
+        model.gpu.device.queue.submit([encoder.finish()]);
+        submitLast(head(1));
+      },
+    }, options);
+    const steps = result.stats.decodeSteps;
+    rows.forEach((row, i) => {
+      const kept = result.tokens[i].slice(0, steps);
+      this.mask.fill(0, row * capacity + slot0 + kept.length, row * capacity + slot0 + options.maxNewTokens - 1);
+      this.tokens[row].push(...kept);
+      if (kept.length > 0) this.staleResidual[row] = true;
+    });
+    state.write(state.keyMask, this.mask);
+    this.used += steps;
+    return result;
   }
 
   source(): PromptSource {
@@ -253,6 +308,25 @@ export class PromptCache {
   }
 
   /**
+   * Like generate() with this cache's adapter, for prompts that extend their stream's prompt of an
+   * earlier call, such as the transcripts of episodes played side by side, each the last one with the
+   * generated action and the next observation appended: only the new tokens are fed. The tokens are
+   * the same as generate()'s (with one seed per prompt, the same draws), up to float rounding.
+   */
+  async generate(requests: { stream: number; prompt: number[] }[], options: Omit<GenerateOptions, 'adapter'>): Promise<GenerateResult> {
+    const { model, adapter } = this;
+    const prompts = requests.map((r) => r.prompt);
+    validatePrompts(model, prompts, options.maxNewTokens);
+    if (!(await this.hold(requests, options.maxNewTokens))) return generate(model, prompts, { ...options, adapter });
+    try {
+      return await this.cache!.generate(requests.map((r) => this.rowOf.get(r.stream)!), options);
+    } catch (error) {
+      this.dispose(); // a generation cut short leaves its decode slots half-written: the next call builds afresh
+      throw error;
+    }
+  }
+
+  /**
    * Makes the cache hold every request's prompt (validated by the caller), with room for L more tokens
    * after it: by feeding each stream its new tokens, or by building the cache afresh. False (and no
    * cache) when the streams do not fit one (the caller scores without it).
@@ -267,7 +341,12 @@ export class PromptCache {
     const extends_ =
       cache !== null &&
       this.revision === adapter?.parameters.revision &&
-      requests.every((r, i) => rows[i] !== undefined && startsWith(r.prompt, cache.tokens[rows[i]!]));
+      requests.every((r, i) => {
+        const row = rows[i];
+        if (row === undefined || !startsWith(r.prompt, cache.tokens[row])) return false;
+        // A row that generated last keeps its prompt's residual: it needs a new token to read from.
+        return r.prompt.length > cache.tokens[row].length || !cache.staleResidual[row];
+      });
     const W = extends_ ? Math.max(...requests.map((r, i) => r.prompt.length - cache!.tokens[rows[i]!].length)) : 0;
     if (extends_ && cache!.used + W + L <= cache!.capacity && cache!.rows * W <= requests.length * longest) {
       const newTokens: number[][] = Array.from({ length: cache!.rows }, () => []);

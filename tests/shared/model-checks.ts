@@ -473,6 +473,78 @@ const promptCacheCheck: ModelCheck = {
   },
 };
 
+const promptCacheGenerateCheck: ModelCheck = {
+  name: 'prompt cache: generation after prompts that grow call by call (text-mode episodes) samples what generate() samples, feeding only the new tokens',
+  async run(gpu) {
+    // Prompts that outgrow the cache's slots, and a stream that needs a rebuild, are part of the
+    // sequence below. (A binding cap small enough to force more rebuilds would stop generate() too.)
+    for (const shape of [TINY_SHAPES[0], TINY_SHAPES[1]]) {
+      await withModel(await tinyModel(gpu, shape.options), async (model) => {
+        const random = seededRandom(80 + shape.options.seed!);
+        const V = model.config.vocabSize;
+        const adapter = model.uploadAdapter(randomAdapter(model, { r: 2, alpha: 4, targets: ['q_proj', 'v_proj', 'down_proj'], rslora: false, dropout: 0, layers: null }, 81));
+        const cache = new PromptCache(model.gpuModel, adapter);
+        // About one token in seven ends an action, so the rows stop at different steps.
+        const stopTokenIds = Array.from({ length: V }, (_, id) => id).filter((id) => id % 7 === 3);
+        // Long enough first prompts that the cache (room for twice the longest and its action) holds four steps.
+        const prompts = randomSequences(random, [36, 20, 28], V);
+        let call = 0;
+        /** Generates through the cache and afresh with the same per-stream seeds; checks they agree. */
+        const generateBothWays = async (streams: number[], what: string, sampling: { greedy?: boolean; temperature?: number; topK?: number } = { temperature: 1.3, topK: 12 }, stops = stopTokenIds) => {
+          call++;
+          const options = { maxNewTokens: 6, stopTokenIds: stops, sampling: { ...sampling, seed: streams.map((s) => 1000 * call + s) } };
+          const got = await cache.generate(streams.map((stream) => ({ stream, prompt: prompts[stream] })), options);
+          const expected = await model.generate(streams.map((s) => prompts[s]), { ...options, adapter });
+          streams.forEach((s, i) => {
+            assertEqual(got.tokens[i], expected.tokens[i], `${shape.name}, ${what}: stream ${s}'s tokens`);
+            assertClose(got.logprobs[i], expected.logprobs[i], `${shape.name}, ${what}: stream ${s}'s log-probs`, 1e-5, 1e-5);
+          });
+          return got;
+        };
+        /** The episode goes on: its action (the generated tokens) and an observation of n tokens join its prompt. */
+        const act = (stream: number, action: number[], n: number) => (prompts[stream] = [...prompts[stream], ...action, ...randomCandidates(random, [n], V)[0]]);
+        let fedRows = 0;
+        let freshRows = 0;
+        const step = async (streams: number[], what: string, expect: keyof PromptCacheStats, observation: (stream: number) => number) => {
+          const before = { ...cache.stats };
+          const got = await generateBothWays(streams, what);
+          assertEqual(cache.stats[expect], before[expect] + 1, `${shape.name}, ${what}: the cache was ${expect}`);
+          fedRows += cache.stats.promptRows - before.promptRows;
+          freshRows += streams.length * Math.max(...streams.map((s) => prompts[s].length));
+          streams.forEach((s, i) => act(s, got.tokens[i], observation(s)));
+        };
+        await step([0, 1, 2], 'first call', 'rebuilt', (s) => 2 + s);
+        await step([0, 1, 2], 'each transcript grows by its action and an observation', 'extended', (s) => 3 - s);
+        await step([0, 2], 'stream 1 sits out a call', 'extended', () => 2);
+        await step([0, 1, 2], 'stream 1 is back', 'extended', () => 1);
+        assert(fedRows < freshRows, `${shape.name}: the cache fed ${fedRows} prompt token rows, fewer than the ${freshRows} of generating afresh`);
+        // Growth beyond the slots rebuilds the cache; the tokens stay the same, greedy ones too.
+        for (let k = 0; k < 3; k++) {
+          const got = await generateBothWays([0, 1, 2], `growth ${k}`, k === 2 ? { greedy: true } : undefined);
+          [0, 1, 2].forEach((s, i) => act(s, got.tokens[i], 3));
+        }
+        assert(cache.stats.rebuilt >= 2, `${shape.name}: growth beyond the slots rebuilds the cache (rebuilt ${cache.stats.rebuilt} times)`);
+        // Streams that stopped before the last decode step have had every generated token fed; a next
+        // prompt of exactly those tokens leaves nothing to read the first new token from: built afresh.
+        // (New streams, so that the cache has room to spare; half the tokens end an action, so that
+        // the rows stop at different steps.)
+        randomSequences(random, [10, 14, 12], V).forEach((prompt, i) => (prompts[20 + i] = prompt));
+        const halfStop = stopTokenIds.concat(Array.from({ length: V }, (_, id) => id).filter((id) => id % 2 === 0));
+        const last = await generateBothWays([20, 21, 22], 'before actions without observations', undefined, halfStop);
+        assert(last.tokens.some((tokens) => tokens.length <= last.stats.decodeSteps), `${shape.name}: the check needs a stream that stopped before the last decode step`);
+        [20, 21, 22].forEach((s, i) => (prompts[s] = [...prompts[s], ...last.tokens[i]]));
+        const rebuilt = cache.stats.rebuilt;
+        await generateBothWays([20, 21, 22], 'actions without observations');
+        assertEqual(cache.stats.rebuilt, rebuilt + 1, `${shape.name}: a stream whose every generated token was fed and nothing added is built afresh`);
+        const error = await cache.generate([{ stream: 0, prompt: [1, V] }], { maxNewTokens: 2 }).then(() => null, (e: unknown) => e);
+        assert(error instanceof RangeError && /outside the vocabulary/.test(error.message), `a prompt outside the vocabulary is rejected, got ${String(error)}`);
+        cache.dispose();
+        adapter.dispose();
+      });
+    }
+  },
+};
+
 const continuationsValidationCheck: ModelCheck = {
   name: 'continuations: malformed requests are rejected with the request index and the fix',
   async run(gpu) {
@@ -506,5 +578,6 @@ export const modelChecks: ModelCheck[] = [
   storiesLoraCheck,
   continuationsCheck,
   promptCacheCheck,
+  promptCacheGenerateCheck,
   continuationsValidationCheck,
 ];
