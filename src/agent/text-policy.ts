@@ -1,7 +1,9 @@
 // The token-level ('text') policy: the model writes each action as free text, sampled on the GPU,
 // and the environment parses it. Many environments step side by side: at every step the transcripts
-// of all unfinished episodes go into one batched `generate` call, each stopping at the end of its
-// action (plain format: a token whose text holds a newline; chat format: an end-of-turn token).
+// of all unfinished episodes go into one batched generation, each stopping at the end of its action
+// (plain format: a token whose text holds a newline; chat format: an end-of-turn token). The
+// generation goes through a PromptCache, which keeps each episode's KV cache from step to step and
+// feeds only what is new (the end of the action, the next observation) instead of the whole transcript.
 //
 // Training is the usual token-level RL of RLHF: one training sequence per episode (its whole
 // transcript), the chosen steps' action tokens masked in, each token carrying its step's advantage
@@ -19,6 +21,7 @@ import type { Model } from '../engine/model.ts';
 import type { TrainBatch } from '../engine/train/batch.ts';
 import type { LossWeights } from '../engine/train/loss.ts';
 import type { Trainer } from '../engine/train/trainer.ts';
+import { PromptCache } from '../engine/prompt-cache.ts';
 import { pcgHash, resolveSampling } from '../engine/sampling-params.ts';
 import type { Env, EnvInfo, StepResult } from '../env/types.ts';
 import { actionSpans, type ActionSpan } from '../rl/credit.ts';
@@ -106,7 +109,7 @@ export class TextPolicy implements Policy<TextStep> {
    * Transcript.encodeAction ends actions with. `closing`: the context tokens that end an action cut
    * off by maxActionTokens (plain: a newline), so that the transcript keeps its shape.
    */
-  private stopTokens(): { ids: number[]; newline: Set<number>; closing: number[] } {
+  stopTokens(): { ids: number[]; newline: Set<number>; closing: number[] } {
     if (this.stops) return this.stops;
     const tokenizer = this.model.tokenizer;
     const eos = tokenizer.eosTokenIds;
@@ -154,6 +157,8 @@ export class TextPolicy implements Policy<TextStep> {
       l.done = true;
     };
     const endEpisodes = () => this.finish(live.filter((l) => l.done && !l.reported), options, valueHead);
+    // The episodes' KV caches, kept from step to step: each step feeds only the tokens that are new.
+    let cache: PromptCache | undefined;
     try {
       let missingExpert: MissingExpertError | null = null;
       await Promise.all(
@@ -197,13 +202,13 @@ export class TextPolicy implements Policy<TextStep> {
           acting = acting.filter((l) => !l.done);
           chosen = [];
           if (acting.length > 0) {
-            const generated = await this.model.generate(
-              acting.map((l) => l.transcript.ids),
+            cache ??= new PromptCache(this.model.gpuModel, adapter ?? null);
+            const generated = await cache.generate(
+              acting.map((l) => ({ stream: live.indexOf(l), prompt: l.transcript.ids })),
               {
                 maxNewTokens: this.maxActionTokens,
                 sampling: options.greedy ? { greedy: true } : { ...this.sampling, seed: acting.map((l) => stepSeed(l.episode.samplingSeed, t)) },
                 stopTokenIds: stops.ids,
-                adapter,
               },
             );
             chosen = acting.map((l, i) => ({ live: l, ids: generated.tokens[i], logprobs: generated.logprobs[i], text: this.actionText(generated.tokens[i]) }));
@@ -256,6 +261,7 @@ export class TextPolicy implements Policy<TextStep> {
       await endEpisodes();
       return live.map((l) => l.episode);
     } finally {
+      cache?.dispose();
       await Promise.all(live.map((l) => Promise.resolve(l.env?.close?.()).catch(() => undefined)));
     }
   }
