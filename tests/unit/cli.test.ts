@@ -125,3 +125,19 @@ describe.skipIf(!fixturePresent)('rlplay CLI on stories260K', () => {
     expect(outside.stderr).toMatch(/outside the vocabulary/);
   });
 });
+
+describe('rlplay CLI on the embedded default model', () => {
+  test('every command that runs a model runs the default model when --model is left out', async () => {
+    const evaluated = await rlplay('eval', '--env', 'reasoning', '--episodes', '2', '--json');
+    expect(evaluated.code).toBe(0);
+    expect(JSON.parse(evaluated.stdout)).toMatchObject({ env: 'reasoning', episodes: 2 });
+    expect(evaluated.stdout).toBe((await rlplay('eval', '--model', 'public/models/rlplay-agent-mini', '--env', 'reasoning', '--episodes', '2', '--json')).stdout);
+    const scored = await rlplay('logprobs', '--text', 'Observation:');
+    expect(scored.code).toBe(0);
+    expect(scored.stderr).toMatch(/public\/models\/rlplay-agent-mini: llama, 4 layers/);
+    for (const command of ['collect', 'train', 'generate', 'sft']) {
+      const help = await rlplay(command, '--help');
+      expect(help.stdout, `${command} --help`).toMatch(/--model <dir\|url\|hf:id>[\s\S]*\(default:\s+"[^"]*rlplay-agent-mini"\)/);
+    }
+  });
+});

@@ -6,7 +6,7 @@ import { basename, dirname, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { FileTrajectoryStore } from '../../store/files.ts';
 import { addAgentOptions, agentPolicy, checkAgentFlags, loadEnvironment, type AgentFlags } from '../agent-options.ts';
-import { loadModelAndAdapter, MODEL_HELP } from '../load.ts';
+import { DEFAULT_MODEL_DIR, loadModelAndAdapter, MODEL_HELP } from '../load.ts';
 import { parseWholeNumber } from '../parse.ts';
 
 interface CollectFlags extends AgentFlags {
@@ -26,7 +26,7 @@ export function registerCollect(program: Command): void {
   const command = program
     .command('collect')
     .description('play episodes (the model, or the scripted expert) and store them as trajectories.jsonl in --out')
-    .requiredOption('--model <dir|url|hf:id>', MODEL_HELP)
+    .option('--model <dir|url|hf:id>', MODEL_HELP, DEFAULT_MODEL_DIR)
     .option('--adapter <dir|url|hf:id>', 'apply this PEFT LoRA adapter')
     .option('--expert', "let the environment's scripted expert act (demonstrations)")
     .option('--greedy', 'take the most probable action instead of sampling')

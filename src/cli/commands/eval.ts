@@ -4,7 +4,7 @@
 import type { Command } from 'commander';
 import { evaluatePolicy, type Estimate } from '../../rl/evaluate.ts';
 import { addAgentOptions, agentPolicy, checkAgentFlags, loadEnvironment, type AgentFlags } from '../agent-options.ts';
-import { loadModelAndAdapter, MODEL_HELP } from '../load.ts';
+import { DEFAULT_MODEL_DIR, loadModelAndAdapter, MODEL_HELP } from '../load.ts';
 import { parseWholeNumber } from '../parse.ts';
 
 interface EvalFlags extends AgentFlags {
@@ -22,7 +22,7 @@ export function registerEval(program: Command): void {
   const command = program
     .command('eval')
     .description('evaluate the greedy policy on held-out environment instances')
-    .requiredOption('--model <dir|url|hf:id>', MODEL_HELP)
+    .option('--model <dir|url|hf:id>', MODEL_HELP, DEFAULT_MODEL_DIR)
     .option('--adapter <dir|url|hf:id>', 'apply this PEFT LoRA adapter')
     .option('--split <split>', 'train or test instances', 'test')
     .option('--episodes <n>', 'episodes to play', parseWholeNumber, 50)

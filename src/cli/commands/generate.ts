@@ -1,7 +1,7 @@
 // rlplay generate: continue a prompt with the model, streaming the text to stdout.
 import type { Command } from 'commander';
 import type { SamplingOptions } from '../../engine/sampling-params.ts';
-import { loadModelAndAdapter, MODEL_HELP } from '../load.ts';
+import { DEFAULT_MODEL_DIR, loadModelAndAdapter, MODEL_HELP } from '../load.ts';
 import { parseNumber, parseWholeNumber } from '../parse.ts';
 
 interface GenerateFlags {
@@ -21,7 +21,7 @@ export function registerGenerate(program: Command): void {
   program
     .command('generate')
     .description('generate text from a prompt on the WebGPU engine')
-    .requiredOption('--model <dir|url|hf:id>', MODEL_HELP)
+    .option('--model <dir|url|hf:id>', MODEL_HELP, DEFAULT_MODEL_DIR)
     .option('--adapter <dir|url|hf:id>', 'apply this PEFT LoRA adapter (adapter_config.json + adapter_model.safetensors)')
     .option('--prompt <text>', 'text to continue (default: start from BOS)')
     .requiredOption('--max-new-tokens <n>', 'how many tokens to generate at most', parseWholeNumber)

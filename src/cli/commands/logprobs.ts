@@ -1,6 +1,6 @@
 // rlplay logprobs: per-token log-probabilities (and optionally logits) of a given text or id list.
 import type { Command } from 'commander';
-import { loadModelAndAdapter, MODEL_HELP } from '../load.ts';
+import { DEFAULT_MODEL_DIR, loadModelAndAdapter, MODEL_HELP } from '../load.ts';
 import { parseIdList } from '../parse.ts';
 
 interface LogprobsFlags {
@@ -16,7 +16,7 @@ export function registerLogprobs(program: Command): void {
   program
     .command('logprobs')
     .description('score a token sequence: log p(ids[t] | ids[<t]) for every t')
-    .requiredOption('--model <dir|url|hf:id>', MODEL_HELP)
+    .option('--model <dir|url|hf:id>', MODEL_HELP, DEFAULT_MODEL_DIR)
     .option('--adapter <dir|url|hf:id>', 'apply this PEFT LoRA adapter (adapter_config.json + adapter_model.safetensors)')
     .option('--ids <list>', 'comma-separated token ids, e.g. 1,403,407', parseIdList)
     .option('--text <text>', "text, encoded with the model's tokenizer (BOS added as its config says)")

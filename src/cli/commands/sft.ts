@@ -16,7 +16,7 @@ import type { LrSchedule } from '../../engine/train/schedule.ts';
 import { parseSftJsonl, sftBatch, sftSchedule } from '../../engine/train/sft.ts';
 import { Trainer } from '../../engine/train/trainer.ts';
 import { ValueHead } from '../../engine/train/value-head.ts';
-import { loadModelForCli, MODEL_HELP } from '../load.ts';
+import { DEFAULT_MODEL_DIR, loadModelForCli, MODEL_HELP } from '../load.ts';
 import { parseNumber, parseWholeNumber } from '../parse.ts';
 
 interface SftFlags {
@@ -52,7 +52,7 @@ export function registerSft(program: Command): void {
   program
     .command('sft')
     .description('supervised fine-tuning of a LoRA adapter on JSONL data (loss on completion tokens only)')
-    .requiredOption('--model <dir|url|hf:id>', `the base model: ${MODEL_HELP}`)
+    .option('--model <dir|url|hf:id>', `the base model: ${MODEL_HELP}`, DEFAULT_MODEL_DIR)
     .requiredOption('--data <file.jsonl>', 'one {"prompt": ..., "completion": ...} or {"text": ...} object per line')
     .requiredOption('--out <dir>', 'where the adapter, metrics.jsonl and the checkpoint go; run again to resume')
     .option('--lora-r <r>', 'LoRA rank', parseWholeNumber, 8)

@@ -18,7 +18,7 @@ import { evaluatePolicy, type EvaluationReport } from '../../rl/evaluate.ts';
 import { importAdapterRun, TRAIN_DEFAULTS, trainRun, type TrainConfig } from '../../rl/run.ts';
 import { FileTrajectoryStore } from '../../store/files.ts';
 import { actingSettings, addAgentOptions, checkAgentFlags, loadEnvironment, type AgentFlags } from '../agent-options.ts';
-import { loadModelForCli, MODEL_HELP } from '../load.ts';
+import { DEFAULT_MODEL_DIR, loadModelForCli, MODEL_HELP } from '../load.ts';
 import { parseNumber, parseWholeNumber } from '../parse.ts';
 
 interface TrainFlags extends AgentFlags {
@@ -56,7 +56,7 @@ export function registerTrain(program: Command): void {
   const command = program
     .command('train')
     .description('train a LoRA adapter with reinforcement learning on an environment; run again with the same --out to resume')
-    .requiredOption('--model <dir|url|hf:id>', MODEL_HELP)
+    .option('--model <dir|url|hf:id>', MODEL_HELP, DEFAULT_MODEL_DIR)
     .addOption(new Option('--algo <name>', 'the algorithm').choices(ALGORITHMS as unknown as string[]).default('ppo'))
     .requiredOption('--episodes <n>', 'episodes to play in total', parseWholeNumber)
     .requiredOption('--out <dir>', 'the run folder: trajectories.jsonl, metrics.jsonl, checkpoints, the adapter, report.json')
