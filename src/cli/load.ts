@@ -38,6 +38,9 @@ export async function loadModelAndAdapter(location: string, adapterLocation: str
     return { model, adapter };
   } catch (error) {
     model.dispose();
+    if (location === DEFAULT_MODEL_DIR && error instanceof Error && /another base model/.test(error.message)) {
+      throw new Error(`${error.message}. Without --model the embedded default model is used: pass the adapter's base model with --model`, { cause: error });
+    }
     throw error;
   }
 }

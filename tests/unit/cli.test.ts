@@ -135,6 +135,12 @@ describe('rlplay CLI on the embedded default model', () => {
     const scored = await rlplay('logprobs', '--text', 'Observation:');
     expect(scored.code).toBe(0);
     expect(scored.stderr).toMatch(/public\/models\/rlplay-agent-mini: llama, 4 layers/);
+    // An adapter of another base model, with the default model because --model was left out: say so.
+    if (existsSync(STORIES260K_DIR)) {
+      const mismatched = await rlplay('eval', '--adapter', join(STORIES260K_DIR, 'lora-synthetic-r4'), '--env', 'reasoning', '--episodes', '1');
+      expect(mismatched.code).not.toBe(0);
+      expect(mismatched.stderr).toMatch(/made for another base model \(stories260K\).*Without --model the embedded default model is used: pass the adapter's base model with --model/);
+    }
     for (const command of ['collect', 'train', 'generate', 'sft']) {
       const help = await rlplay(command, '--help');
       expect(help.stdout, `${command} --help`).toMatch(/--model <dir\|url\|hf:id>[\s\S]*\(default:\s+"[^"]*rlplay-agent-mini"\)/);
