@@ -5,7 +5,8 @@
 // too) and algorithm, in action-level (choice) mode: the
 // test-split success of the greedy policy before training (the base model, measured once per
 // environment) and after N training episodes, each with its 95% (Wilson) interval, the change in
-// percentage points, and the training speed in episodes per second. One table at the end; one line
+// percentage points with its paired 95% interval (both evaluations play the same seeds), and the
+// training speed in episodes per second. One table at the end; one line
 // per cell as it finishes, and while a cell trains, a progress line every tenth of its episodes
 // (training success over that tenth).
 // --show also prints every test episode of each evaluation, one line each (success, the first line
@@ -25,7 +26,7 @@ import { loadModelForCli } from '../src/cli/load.ts';
 import { BUILTIN_ENVIRONMENTS } from '../src/env/builtin/index.ts';
 import { resolveEnvironment } from '../src/env/resolve-node.ts';
 import type { EnvModule } from '../src/env/types.ts';
-import { evaluatePolicy, type Estimate } from '../src/rl/evaluate.ts';
+import { evaluatePolicy, pairedChange, type Estimate, type EvaluationReport } from '../src/rl/evaluate.ts';
 import { ALGORITHMS, type AlgorithmName } from '../src/rl/index.ts';
 import { TRAIN_DEFAULTS, trainRun, type TrainConfig } from '../src/rl/run.ts';
 import { FileTrajectoryStore } from '../src/store/files.ts';
@@ -69,9 +70,13 @@ const store = new FileTrajectoryStore(root);
 /** The figures measured so far, kept in --out so that a bench started again skips what is done. */
 interface Figures {
   settings: Record<string, unknown>;
-  before: Record<string, Estimate>;
-  cells: Record<string, { after: Estimate; episodesPerSecond: number }>;
+  before: Record<string, Evaluation | Estimate>;
+  cells: Record<string, { after: Evaluation | Estimate; episodesPerSecond: number }>;
 }
+/** An evaluation as the figures keep it: its success rate and its episodes' outcomes, for the paired change. */
+type Evaluation = Pick<EvaluationReport, 'successRate' | 'outcomes'>;
+/** A kept evaluation; --out folders of earlier benches hold the success rate alone. */
+const evaluation = (kept: Evaluation | Estimate): Evaluation => ('successRate' in kept ? kept : { successRate: kept });
 const settings = { model: values.model, episodes, evalEpisodes, difficulty: values.difficulty, seed: values.seed, overrides };
 const figuresPath = join(root, 'bench-learn.json');
 const figures: Figures = existsSync(figuresPath) ? JSON.parse(readFileSync(figuresPath, 'utf8')) : { settings, before: {}, cells: {} };
@@ -98,7 +103,7 @@ function baseConfig(env: string, algo: AlgorithmName): TrainConfig {
   return { ...TRAIN_DEFAULTS, model: values.model!, env, algo, episodes, seed: Number(values.seed), difficulty: Number(values.difficulty), format, algorithm: overrides };
 }
 
-async function testSuccess(env: EnvModule, adapter: GpuLoraAdapter | null, label: string): Promise<Estimate> {
+async function testSuccess(env: EnvModule, adapter: GpuLoraAdapter | null, label: string): Promise<Evaluation> {
   const policy = makePolicy(model, { ...TRAIN_DEFAULTS, format, env, reset: { split: 'test', difficulty: Number(values.difficulty) }, adapter });
   const played: PlayedEpisode[] = [];
   const report = await evaluatePolicy(policy, { episodes: evalEpisodes, firstSeed: 1_000_000, onPlayed: (e) => played.push(e) });
@@ -109,7 +114,7 @@ async function testSuccess(env: EnvModule, adapter: GpuLoraAdapter | null, label
       console.log(`    ${e.success ? 'success' : 'failure'}  ${question}  →  ${e.error ?? e.steps.map((s) => s.action).join(' | ')}`);
     }
   }
-  return report.successRate;
+  return { successRate: report.successRate, outcomes: report.outcomes };
 }
 
 const rows: string[][] = [];
@@ -125,7 +130,7 @@ try {
         figures.before[envId] = await testSuccess(env, null, 'before training');
         saveFigures();
       }
-      const before = figures.before[envId];
+      const before = evaluation(figures.before[envId]);
       for (const algo of algos) {
         const runId = `${envId}-${algo}`;
         if (figures.cells[runId] === undefined) {
@@ -155,8 +160,17 @@ try {
             outcome.adapter.dispose();
           }
         }
-        const { after, episodesPerSecond } = figures.cells[runId];
-        const row = [envId, algo, interval(before), interval(after), `${((after.value - before.value) * 100).toFixed(1)}`, episodesPerSecond.toFixed(2)];
+        const after = evaluation(figures.cells[runId].after);
+        const change = pairedChange(before, after);
+        const difference = `${((after.successRate.value - before.successRate.value) * 100).toFixed(1)}`;
+        const row = [
+          envId,
+          algo,
+          interval(before.successRate),
+          interval(after.successRate),
+          change ? `${difference} [${(100 * change.successRate.low).toFixed(0)}, ${(100 * change.successRate.high).toFixed(0)}]` : difference,
+          figures.cells[runId].episodesPerSecond.toFixed(2),
+        ];
         rows.push(row);
         console.log(row.join('  '));
       }
@@ -169,7 +183,7 @@ try {
   model.dispose();
 }
 
-const header = ['environment', 'algorithm', 'success before [95% CI]', 'success after [95% CI]', 'change (pp)', 'episodes/s'];
+const header = ['environment', 'algorithm', 'success before [95% CI]', 'success after [95% CI]', 'change (pp) [paired 95% CI]', 'episodes/s'];
 const widths = header.map((h, c) => Math.max(h.length, ...rows.map((r) => r[c].length)));
 console.log();
 for (const row of [header, ...rows]) console.log(row.map((cell, c) => (c < 2 ? cell.padEnd(widths[c]) : cell.padStart(widths[c]))).join('  '));

@@ -1,7 +1,7 @@
 // The evaluation report as a standalone HTML page: styles, charts (inline SVG) and sample
 // transcripts inside the one file, nothing fetched, so it opens offline and can be attached to a
 // message or an issue. Also the same data as JSON.
-import type { Estimate, EvaluationReport } from '../rl/evaluate.ts';
+import { describeChange, pairedChange, type Estimate, type EvaluationReport } from '../rl/evaluate.ts';
 import type { Metric } from '../store/types.ts';
 import type { EpisodeView, EvaluationComparison } from './training/protocol.ts';
 
@@ -53,6 +53,7 @@ export function reportHtml(c: EvaluationComparison): string {
   const table = (b: EvaluationReport, a: EvaluationReport) =>
     `<table><thead><tr><th></th><th scope="col">Base model</th><th scope="col">After training</th></tr></thead><tbody>${row('Success rate', formatRate(b.successRate), formatRate(a.successRate))}${row('Mean return', formatEstimate(b.meanReturn), formatEstimate(a.meanReturn))}${row('Episode length', formatEstimate(b.meanLength), formatEstimate(a.meanLength))}${row('Episodes', String(b.episodes), String(a.episodes))}</tbody></table>`;
   const delta = 100 * (c.after.successRate.value - c.before.successRate.value);
+  const change = pairedChange(c.before, c.after);
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>rlplay report: ${escapeHtml(c.runId)}</title>
@@ -67,7 +68,7 @@ pre{white-space:pre-wrap;font-size:.8rem;color:#5d6677;margin:0}code{background:
 </style></head><body><main>
 <h1>rlplay report: ${escapeHtml(c.runId)}</h1>
 <section><h2>Experiment</h2><p>${escapeHtml(String(config.algo ?? '').toUpperCase())} on <b>${escapeHtml(String(config.env ?? ''))}</b> (${escapeHtml(String(config.mode ?? ''))} mode), ${config.episodes ?? '?'} training episodes, seed ${config.seed ?? '?'}, model <code>${escapeHtml(String(config.model ?? ''))}</code>. Evaluated at update ${c.update} on ${c.after.episodes} held-out test episodes, ${new Date(c.createdAt).toISOString()}.</p></section>
-<section><h2>Before and after (95% confidence intervals)</h2>${table(c.before, c.after)}<p class="delta">Success ${delta >= 0 ? '+' : ''}${delta.toFixed(0)} percentage points.</p>${c.after.failedEpisodes + c.before.failedEpisodes > 0 ? `<p class="error">${c.before.failedEpisodes + c.after.failedEpisodes} episodes ended with an environment error and are left out: ${escapeHtml(c.after.firstError ?? c.before.firstError ?? '')}</p>` : ''}</section>
+<section><h2>Before and after (95% confidence intervals)</h2>${table(c.before, c.after)}<p class="delta">Success ${delta >= 0 ? '+' : ''}${delta.toFixed(0)} percentage points.</p>${change ? `<p>Episode by episode: ${escapeHtml(describeChange(change))}.</p>` : ''}${c.after.failedEpisodes + c.before.failedEpisodes > 0 ? `<p class="error">${c.before.failedEpisodes + c.after.failedEpisodes} episodes ended with an environment error and are left out: ${escapeHtml(c.after.firstError ?? c.before.firstError ?? '')}</p>` : ''}</section>
 <section><h2>Training</h2><div class="charts">${svgChart('Reward per episode', series(c.metrics, 'charts/episodic_return'))}${svgChart('Success rate', series(c.metrics, 'charts/success_rate', 100), '%')}${svgChart('Policy loss', series(c.metrics, 'losses/policy_loss'))}${svgChart('Entropy (nats)', series(c.metrics, 'losses/entropy'))}</div></section>
 <section><h2>Sample test episodes: base model</h2>${c.samples.before.map(transcript).join('')}</section>
 <section><h2>Sample test episodes: after training</h2>${c.samples.after.map(transcript).join('')}</section>

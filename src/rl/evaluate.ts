@@ -1,6 +1,10 @@
 // Evaluation of a policy (either mode) on held-out instances: success rate, mean return and episode
 // length, each with a 95% confidence interval (Wilson for the success rate, normal approximation of
 // the mean otherwise).
+//
+// Before and after training are evaluated on the same seeds, so the change is measured pair by pair
+// (pairedChange): each episode's difference, after minus before, has far less spread than two
+// independent estimates, whose intervals overlap long before the change is noise.
 import type { PlayedEpisode, Policy } from '../agent/policy.ts';
 import type { Split } from '../env/types.ts';
 
@@ -23,6 +27,29 @@ export interface EvaluationReport {
   successRate: Estimate;
   meanReturn: Estimate;
   meanLength: Estimate;
+  /**
+   * Each episode the estimates are over, for a paired comparison with another evaluation on the same
+   * seeds (absent from reports stored before rlplay kept them).
+   */
+  outcomes?: EpisodeOutcome[];
+}
+
+export interface EpisodeOutcome {
+  seed: number;
+  success: boolean;
+  totalReward: number;
+}
+
+/** After against before, episode by episode over the seeds both evaluated. */
+export interface PairedChange {
+  /** Seeds in both evaluations (an environment failure in either leaves the seed out). */
+  pairs: number;
+  /** Episodes that failed before and succeeded after, and the reverse. */
+  gained: number;
+  lost: number;
+  /** The change in success rate and in mean return, with 95% intervals of the mean paired difference. */
+  successRate: Estimate;
+  meanReturn: Estimate;
 }
 
 const Z95 = 1.959963984540054;
@@ -80,5 +107,37 @@ export async function evaluatePolicy(policy: Policy, options: EvaluationOptions)
     successRate: wilsonInterval(episodes.filter((e) => e.success).length, episodes.length),
     meanReturn: meanInterval(episodes.map((e) => e.totalReward)),
     meanLength: meanInterval(episodes.map((e) => e.steps.length)),
+    outcomes: episodes.map((e) => ({ seed: e.seed, success: e.success, totalReward: e.totalReward })),
   };
+}
+
+/**
+ * The paired change from `before` to `after` (evaluated on the same seeds); null when either report
+ * has no outcomes (one stored before reports kept them) or no seed is in both.
+ */
+export function pairedChange(before: Pick<EvaluationReport, 'outcomes'>, after: Pick<EvaluationReport, 'outcomes'>): PairedChange | null {
+  if (!before.outcomes || !after.outcomes) return null;
+  const earlier = new Map(before.outcomes.map((o) => [o.seed, o]));
+  const pairs = after.outcomes.flatMap((o) => (earlier.has(o.seed) ? [[earlier.get(o.seed)!, o] as const] : []));
+  if (pairs.length === 0) return null;
+  return {
+    pairs: pairs.length,
+    gained: pairs.filter(([b, a]) => !b.success && a.success).length,
+    lost: pairs.filter(([b, a]) => b.success && !a.success).length,
+    successRate: meanInterval(pairs.map(([b, a]) => Number(a.success) - Number(b.success))),
+    meanReturn: meanInterval(pairs.map(([b, a]) => a.totalReward - b.totalReward)),
+  };
+}
+
+/** A change with its sign (none for a zero at this precision). */
+function signed(x: number, digits: number): string {
+  const rounded = Math.abs(x).toFixed(digits);
+  return Number(rounded) === 0 ? rounded : `${x > 0 ? '+' : '−'}${rounded}`;
+}
+
+/** The paired change in words, e.g. "+7 pp [−1, +15] in success, +0.095 [+0.012, +0.178] in mean return (paired over …)". */
+export function describeChange(c: PairedChange): string {
+  const pp = (e: Estimate) => `${signed(100 * e.value, 0)} pp [${signed(100 * e.low, 0)}, ${signed(100 * e.high, 0)}]`;
+  const ret = (e: Estimate) => `${signed(e.value, 3)} [${signed(e.low, 3)}, ${signed(e.high, 3)}]`;
+  return `${pp(c.successRate)} in success, ${ret(c.meanReturn)} in mean return (paired over the same ${c.pairs} episodes: ${c.gained} went from failure to success, ${c.lost} the other way)`;
 }

@@ -90,6 +90,7 @@ test('trains in a Worker: the charts fill, pause and resume, and a reload resume
   await page.getByLabel('Test episodes').fill('4');
   await page.getByRole('button', { name: 'Evaluate before and after' }).click();
   await expect(page.getByTestId('evaluation')).toContainText('Success rate', { timeout: 300_000 });
+  await expect(page.getByTestId('paired-change')).toContainText(/pp \[.*\] in success, .* in mean return \(paired over the same 4 episodes/);
   const reportDownload = page.waitForEvent('download');
   await page.getByRole('button', { name: 'Report (HTML)' }).click();
   const report = await reportDownload;
@@ -103,6 +104,7 @@ test('trains in a Worker: the charts fill, pause and resume, and a reload resume
   await reader.goto(pathToFileURL(reportPath).href);
   await expect(reader.getByRole('heading', { name: /rlplay report/ })).toBeVisible();
   await expect(reader.getByRole('img', { name: 'Reward per episode' })).toBeVisible();
+  await expect(reader.getByText(/^Episode by episode: .* \(paired over the same 4 episodes/)).toBeVisible();
   await expect(reader.locator('details').first()).toContainText('seed 1000000');
   expect(requests.filter((url) => !url.startsWith('file:'))).toEqual([]);
   await reader.screenshot({ path: `${SCREENSHOTS}report.png`, fullPage: true });

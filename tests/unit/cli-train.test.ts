@@ -113,6 +113,10 @@ describe.skipIf(!existsSync(STORIES260K_DIR))('rlplay train, collect and export'
     expect(starting.code, starting.stderr).toBe(0);
     const measured = JSON.parse(starting.stdout);
     expect([evaluation.before.successRate, evaluation.before.meanReturn]).toEqual([measured.successRate, measured.meanReturn]);
+    // The change is measured episode by episode, on the seeds both evaluations played.
+    expect(evaluation.change).toMatchObject({ pairs: 3 });
+    expect(evaluation.change.gained - evaluation.change.lost).toBe(Math.round(3 * (evaluation.after.successRate.value - evaluation.before.successRate.value)));
+    expect(first.stderr).toMatch(/change: .* pp \[.*\] in success/);
     // Started again, it is an ordinary resume.
     const again = await rlplay(...args);
     expect(again.code).toBe(0);
@@ -168,7 +172,10 @@ describe.skipIf(!existsSync(STORIES260K_DIR))('rlplay train, collect and export'
     expect(stdout).toMatch(/tool-use, test split, 2 episodes each/);
     expect(stdout).toMatch(/before\s+\d+% \[\d+%, \d+%\]/);
     expect(stdout).toMatch(/after PPO\s+\d+% \[\d+%, \d+%\]/);
+    expect(stdout).toMatch(/change\s+.* pp \[.*\] in success, .* in mean return \(paired over the same 2 episodes: \d went from failure to success, \d the other way\)/);
     const report = JSON.parse(await readFile(join(out, 'report.json'), 'utf8'));
+    expect(report.change).toMatchObject({ pairs: 2 });
+    expect(report.change.successRate.value).toBe(report.after.successRate.value - report.before.successRate.value);
     expect(report).toMatchObject({ env: 'tool-use', episodes: 8, adapter: join(out, 'adapter'), onnx: join(out, 'onnx-model') });
     expect(report.before.episodes).toBe(2);
     for (const file of ['adapter/adapter_config.json', 'adapter/adapter_model.safetensors', 'onnx-model/onnx/model.onnx', 'onnx-model/config.json', 'onnx-model/tokenizer.json', 'collected.jsonl', 'run/trajectories.jsonl']) {

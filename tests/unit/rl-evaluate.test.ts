@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { meanInterval, wilsonInterval } from '../../src/rl/evaluate.ts';
+import { describeChange, meanInterval, pairedChange, wilsonInterval } from '../../src/rl/evaluate.ts';
 
 describe('evaluation intervals (95%)', () => {
   test('Wilson interval of 3 successes in 10: [0.1078, 0.6032]', () => {
@@ -24,4 +24,25 @@ describe('evaluation intervals (95%)', () => {
     expect(e.low).toBeCloseTo(1.23483, 4);
     expect(e.high).toBeCloseTo(3.76517, 4);
   });
+
+  test('paired change over the seeds both evaluated: hand-computed differences, gains and losses', () => {
+    const outcomes = (rows: [number, boolean, number][]) => rows.map(([seed, success, totalReward]) => ({ seed, success, totalReward }));
+    const before = { outcomes: outcomes([[1, true, 1], [2, false, 0], [3, false, 0], [4, true, 1], [5, false, 0.5]]) };
+    // Seed 6 was not evaluated before (an environment failure then): it is left out.
+    const after = { outcomes: outcomes([[5, true, 1], [4, false, 0], [3, false, 0.2], [2, true, 1], [1, true, 1], [6, true, 1]]) };
+    const change = pairedChange(before, after)!;
+    expect(change).toMatchObject({ pairs: 5, gained: 2, lost: 1 });
+    // Success differences 0, 1, 0, -1, 1: mean 0.2, sample variance 0.7, half-width 1.96 * sqrt(0.7 / 5).
+    expect(change.successRate.value).toBeCloseTo(0.2, 12);
+    expect(change.successRate.low).toBeCloseTo(0.2 - 0.7333514, 5);
+    expect(change.successRate.high).toBeCloseTo(0.2 + 0.7333514, 5);
+    // Return differences 0, 1, 0.2, -1, 0.5: mean 0.14, sample variance 0.548.
+    expect(change.meanReturn.value).toBeCloseTo(0.14, 12);
+    expect(change.meanReturn.high - change.meanReturn.value).toBeCloseTo(1.959964 * Math.sqrt(0.548 / 5), 5);
+    expect(describeChange(change)).toBe('+20 pp [−53, +93] in success, +0.140 [−0.509, +0.789] in mean return (paired over the same 5 episodes: 2 went from failure to success, 1 the other way)');
+    // Reports stored before outcomes were kept, or with no seed in common, have no paired change.
+    expect(pairedChange({}, after)).toBeNull();
+    expect(pairedChange(before, { outcomes: outcomes([[9, true, 1]]) })).toBeNull();
+  });
 });
+

@@ -9,7 +9,7 @@ import { makePolicy } from '../../agent/policies.ts';
 import { exportOnnx } from '../../engine/export/onnx.ts';
 import { peftAdapterFiles } from '../../engine/lora/peft.ts';
 import { BUILTIN_ENVIRONMENTS } from '../../env/builtin/index.ts';
-import { evaluatePolicy, type EvaluationReport } from '../../rl/evaluate.ts';
+import { describeChange, evaluatePolicy, pairedChange, type EvaluationReport } from '../../rl/evaluate.ts';
 import { TRAIN_DEFAULTS, trainRun, type TrainConfig } from '../../rl/run.ts';
 import { FileTrajectoryStore } from '../../store/files.ts';
 import { promptFormat } from '../agent-options.ts';
@@ -27,7 +27,6 @@ interface QuickstartFlags {
 
 const pct = (x: number) => `${(100 * x).toFixed(0)}%`;
 const interval = (r: EvaluationReport) => `${pct(r.successRate.value)} [${pct(r.successRate.low)}, ${pct(r.successRate.high)}]`;
-
 export function registerQuickstart(program: Command): void {
   program
     .command('quickstart')
@@ -89,13 +88,15 @@ export function registerQuickstart(program: Command): void {
             await writeFile(join(onnxDir, name), bytes);
           }
           const minutes = (performance.now() - started) / 60_000;
-          const report = { env: env.id, model: flags.model, episodes: outcome.episodes, minutes, before, after, adapter: adapterDir, onnx: onnxDir, run: runDir };
+          const change = pairedChange(before, after);
+          const report = { env: env.id, model: flags.model, episodes: outcome.episodes, minutes, before, after, change, adapter: adapterDir, onnx: onnxDir, run: runDir };
           await writeFile(join(out, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);
           process.stdout.write(
             `\n${env.id}, test split, ${flags.evalEpisodes} episodes each (95% intervals):\n` +
               `               success                 mean return\n` +
               `  before       ${interval(before).padEnd(22)}  ${before.meanReturn.value.toFixed(3)}\n` +
               `  after PPO    ${interval(after).padEnd(22)}  ${after.meanReturn.value.toFixed(3)}\n` +
+              (change ? `  change       ${describeChange(change)}\n` : '') +
               `\n${[
                 ['adapter (PEFT)', adapterDir],
                 ['model (ONNX, merged)', onnxDir],

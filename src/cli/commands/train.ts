@@ -14,7 +14,7 @@ import type { Model } from '../../engine/model.ts';
 import { openAdapterSource } from '../../engine/model/source-node.ts';
 import type { EnvModule } from '../../env/types.ts';
 import { ALGORITHMS, ALGORITHM_DEFAULTS, type AlgorithmName } from '../../rl/index.ts';
-import { evaluatePolicy, type EvaluationReport } from '../../rl/evaluate.ts';
+import { describeChange, evaluatePolicy, pairedChange, type EvaluationReport } from '../../rl/evaluate.ts';
 import { importAdapterRun, TRAIN_DEFAULTS, trainRun, type TrainConfig } from '../../rl/run.ts';
 import { FileTrajectoryStore } from '../../store/files.ts';
 import { actingSettings, addAgentOptions, checkAgentFlags, loadEnvironment, type AgentFlags } from '../agent-options.ts';
@@ -156,13 +156,15 @@ export function registerTrain(program: Command): void {
         resumedFromUpdate: outcome.resumedFrom,
         secondsThisSession: (performance.now() - started) / 1000,
         lastUpdate: outcome.lastMetrics,
-        ...(after ? { evaluation: { before: before ?? null, after, startedFrom: flags.initAdapter ? resolve(flags.initAdapter) : 'base model' } } : {}),
+        ...(after ? { evaluation: { before: before ?? null, after, change: before ? pairedChange(before, after) : null, startedFrom: flags.initAdapter ? resolve(flags.initAdapter) : 'base model' } } : {}),
       };
       await writeFile(join(out, 'report.json'), `${JSON.stringify(report, null, 2)}\n`);
       const summary = after
         ? `test-split success ${before ? `${pct(before.successRate.value)} before${flags.initAdapter ? ' (its initial adapter)' : ''}, ` : ''}${pct(after.successRate.value)} after (${after.episodes} episodes)`
         : `last update: success ${pct(outcome.lastMetrics['charts/success_rate'])}`;
       process.stderr.write(`${outcome.episodes} episodes, ${outcome.updates} updates; ${summary}; adapter, trajectories.jsonl, metrics.jsonl and report.json in ${out}\n`);
+      const change = report.evaluation?.change;
+      if (change) process.stderr.write(`change: ${describeChange(change)}\n`);
     } finally {
       adapter?.dispose();
       model.dispose();
