@@ -3,8 +3,9 @@
 // the mean otherwise).
 //
 // Before and after training are evaluated on the same seeds, so the change is measured pair by pair
-// (pairedChange): each episode's difference, after minus before, has far less spread than two
-// independent estimates, whose intervals overlap long before the change is noise.
+// (pairedChange): the interval of the mean per-episode difference, after minus before, is narrower
+// than comparing two independent intervals suggests (they can overlap while the paired change
+// excludes zero), since an episode won or lost both times differs by nothing.
 import type { PlayedEpisode, Policy } from '../agent/policy.ts';
 import type { Split } from '../env/types.ts';
 

@@ -27,6 +27,7 @@ interface QuickstartFlags {
 
 const pct = (x: number) => `${(100 * x).toFixed(0)}%`;
 const interval = (r: EvaluationReport) => `${pct(r.successRate.value)} [${pct(r.successRate.low)}, ${pct(r.successRate.high)}]`;
+
 export function registerQuickstart(program: Command): void {
   program
     .command('quickstart')
