@@ -22,6 +22,7 @@ import { wholeMatrix, type GpuMatrix } from './gpu/matrix.ts';
 import type { GpuModel } from './gpu-model.ts';
 import { ForwardState, maxRowsPerStep } from './forward.ts';
 import { LogprobHead } from './lm-head.ts';
+import type { OpBuilder } from './ops.ts';
 import type { GpuLoraAdapter } from './lora/gpu-adapter.ts';
 import { padLeft, positionsFromMask } from './padding.ts';
 
@@ -110,6 +111,34 @@ export function validate(model: GpuModel, requests: ContinuationRequest[]): void
 export function cacheRowBytes(model: GpuModel, S: number): number {
   const { numKvHeads: Hk, headDim: D } = model.config;
   return Hk * S * D * 4;
+}
+
+/** KV caches in [rows, Hk, S, D] layout, one key and one value buffer per layer. */
+export interface KvCaches {
+  kCache: GPUBuffer[];
+  vCache: GPUBuffer[];
+  rows: number;
+  /** Slots per row. */
+  S: number;
+}
+
+/**
+ * The dispatches that copy the slots [0, P) of `source`'s rows `from` into rows 0, 1, ... of `into`, one
+ * kv head at a time, so that the two may have different slots per row. `rowList` is a fresh buffer the
+ * dispatches read; the caller frees it once they have run.
+ */
+export function copyCacheSlots(model: GpuModel, ops: OpBuilder, source: KvCaches, from: number[], into: KvCaches, P: number): { dispatches: Dispatch[]; rowList: GPUBuffer } {
+  const { numKvHeads: Hk, headDim: D } = model.config;
+  if (P > into.S) throw new RangeError(`copying ${P} cache slots into rows of ${into.S}`);
+  const rowList = storageBuffer(model.gpu.device, from.length * Hk * 4, 'cache rows to copy, per kv head');
+  model.gpu.device.queue.writeBuffer(rowList, 0, Uint32Array.from(from.flatMap((row) => Array.from({ length: Hk }, (_, h) => row * Hk + h))));
+  const heads = (buffer: GPUBuffer) => wholeMatrix(buffer, source.rows * Hk, source.S * D);
+  const slots = { columns: P * D, outStride: into.S * D };
+  const dispatches = model.layers.flatMap((_, l) => [
+    ...ops.gatherRows(heads(source.kCache[l]), rowList, into.kCache[l], from.length * Hk, slots),
+    ...ops.gatherRows(heads(source.vCache[l]), rowList, into.vCache[l], from.length * Hk, slots),
+  ]);
+  return { dispatches, rowList };
 }
 
 /** Whether a group of `prompts` prompts (padded to P tokens) and A candidates (the longest L tokens) fits one batch. */
@@ -259,7 +288,6 @@ export async function scoreGroupCandidates(
 ): Promise<GroupLayout> {
   const device = model.gpu.device;
   const { hiddenSize: C, rmsNormEps: eps } = model.config;
-  const { numKvHeads: Hk, headDim: D } = model.config;
   const A = candidates.length;
   const L = Math.max(...candidates.map((c) => c.tokens.length));
   const { P } = source;
@@ -272,24 +300,19 @@ export async function scoreGroupCandidates(
   const head = new LogprobHead(model, A * candChunk);
   owned.push(head);
   const lastRow = storageBuffer(device, A * 4, 'last prompt rows');
-  const headRows = storageBuffer(device, A * Hk * 4, 'prompt cache rows');
-  owned.push({ dispose: () => (lastRow.destroy(), headRows.destroy()) });
+  owned.push({ dispose: () => lastRow.destroy() });
 
-  // 1. Each candidate's cache gets its prompt's slots [0, P), one kv head at a time (the source's rows
-  //    may have room for more slots than the candidates'); its first row the prompt's last residual,
-  //    whose normed state scores the candidate's first token.
-  const cacheTable = (buffer: GPUBuffer) => wholeMatrix(buffer, source.rows * Hk, source.S * D);
-  const slots = { columns: P * D, outStride: S * D };
-  batch.write(headRows, Uint32Array.from(candidates.flatMap((c) => Array.from({ length: Hk }, (_, h) => c.row * Hk + h))));
+  // 1. Each candidate's cache gets its prompt's slots [0, P) (the source's rows may have room for more
+  //    slots than the candidates'); its first row the prompt's last residual, whose normed state scores
+  //    the candidate's first token.
+  const ops = batch.ops;
+  const prompts = copyCacheSlots(model, ops, source, candidates.map((c) => c.row), { kCache: batch.kCache, vCache: batch.vCache, rows: A, S }, P);
+  owned.push({ dispose: () => prompts.rowList.destroy() });
   batch.write(lastRow, Uint32Array.from(candidates, (c) => source.residualRow(c.row)));
   batch.write(head.targets, Int32Array.from(candidates, (c) => c.tokens[0]));
-  const ops = batch.ops;
   const encoder = device.createCommandEncoder();
   encodeDispatches(encoder, [
-    ...model.layers.flatMap((_, l) => [
-      ...ops.gatherRows(cacheTable(source.kCache[l]), headRows, batch.kCache[l], A * Hk, slots),
-      ...ops.gatherRows(cacheTable(source.vCache[l]), headRows, batch.vCache[l], A * Hk, slots),
-    ]),
+    ...prompts.dispatches,
     ...ops.gatherRows(source.residual, lastRow, batch.x, A),
     ops.rmsnorm(batch.x, model.finalNorm, batch.h, A, C, eps),
     ...head.dispatches(ops, batch.h, A),

@@ -26,7 +26,7 @@
 // action's last token is never fed (nothing was sampled after it), so the next call feeds it with
 // the observation; a row whose every token was fed and that gets nothing new is built afresh, as its
 // kept residual belongs to its prompt.
-import { cacheRowBytes, distinctRequests, groupCandidates, KV_CACHE_BUDGET_BYTES, planGroups, scoreContinuations, scoreGroupCandidates, scoreGroups, validate, type ContinuationRequest, type ContinuationScores, type PromptSource } from './continuations.ts';
+import { cacheRowBytes, copyCacheSlots, distinctRequests, groupCandidates, KV_CACHE_BUDGET_BYTES, planGroups, scoreContinuations, scoreGroupCandidates, scoreGroups, validate, type ContinuationRequest, type ContinuationScores, type PromptSource } from './continuations.ts';
 import { startsWith } from '../common/tokens.ts';
 import { readBuffers, storageBuffer } from './gpu/buffers.ts';
 import { encodeDispatches, type Dispatch } from './gpu/kernels.ts';
@@ -137,29 +137,18 @@ class Cache {
     return rows * W;
   }
 
-  /** This cache's rows `from` (one per row of `into`) copied into `into`, which is empty: the used slots, per kv head. */
+  /** This cache's rows `from` (one per row of `into`) copied into `into`, which is empty: the used slots. */
   async copyInto(into: Cache, from: number[]): Promise<void> {
     const { model, state } = this;
-    const { hiddenSize: C, numKvHeads: Hk, headDim: D } = model.config;
-    if (into.capacity < this.used) throw new RangeError(`copying ${this.used} cache slots into a cache of ${into.capacity}`);
-    const headRows = storageBuffer(model.gpu.device, from.length * Hk * 4, 'rows to copy, per kv head');
+    const C = model.config.hiddenSize;
+    const slots = copyCacheSlots(model, state.ops, this.source(), from, into.source(), this.used);
     const rowList = storageBuffer(model.gpu.device, from.length * 4, 'rows to copy');
-    state.write(headRows, Uint32Array.from(from.flatMap((row) => Array.from({ length: Hk }, (_, h) => row * Hk + h))));
     state.write(rowList, Uint32Array.from(from));
-    const heads = (buffer: GPUBuffer) => wholeMatrix(buffer, this.rows * Hk, this.capacity * D);
-    const slots = { columns: this.used * D, outStride: into.capacity * D };
-    const ops = state.ops;
     const encoder = model.gpu.device.createCommandEncoder();
-    encodeDispatches(encoder, [
-      ...model.layers.flatMap((_, l) => [
-        ...ops.gatherRows(heads(state.kCache[l]), headRows, into.state.kCache[l], from.length * Hk, slots),
-        ...ops.gatherRows(heads(state.vCache[l]), headRows, into.state.vCache[l], from.length * Hk, slots),
-      ]),
-      ...ops.gatherRows(wholeMatrix(this.lastResidual, this.rows, C), rowList, into.lastResidual, from.length),
-    ]);
+    encodeDispatches(encoder, [...slots.dispatches, ...state.ops.gatherRows(wholeMatrix(this.lastResidual, this.rows, C), rowList, into.lastResidual, from.length)]);
     model.gpu.device.queue.submit([encoder.finish()]);
     await model.gpu.device.queue.onSubmittedWorkDone();
-    headRows.destroy();
+    slots.rowList.destroy();
     rowList.destroy();
     from.forEach((row, i) => {
       into.tokens[i] = [...this.tokens[row]];
