@@ -28,7 +28,7 @@ import type { TrainBatch } from '../engine/train/batch.ts';
 import type { Trainer } from '../engine/train/trainer.ts';
 import type { Env, EnvInfo } from '../env/types.ts';
 import { actionEntropy, actionLogProbs, sampleAction } from '../rl/action-policy.ts';
-import { MissingExpertError, requireExpert, type PlayedEpisode, type PlayOptions, type PlayRequest, type Policy, type PolicyLoss, type PolicyOptions, type PolicyStep, type UpdateItem, type UpdateMetrics } from './policy.ts';
+import { MissingExpertError, startEpisode, type PlayedEpisode, type PlayOptions, type PlayRequest, type Policy, type PolicyLoss, type PolicyOptions, type PolicyStep, type UpdateItem, type UpdateMetrics } from './policy.ts';
 import { Transcript } from './transcript.ts';
 
 export interface ChoiceStep extends PolicyStep {
@@ -158,12 +158,8 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
       await Promise.all(
         live.map(async (l) => {
           try {
-            l.env = await module.make();
-            if (options.expert) l.expert = requireExpert(module, l.env);
-            const reset = await l.env.reset({ seed: l.episode.seed, options: this.options.reset });
-            if (!l.env.validActions) throw new Error(`environment ${module.id} has no validActions(): it cannot be played by an action-level policy (use the text mode)`);
-            l.transcript.addObservation(reset.observation);
-            l.observation = reset.observation;
+            await startEpisode(l, module, this.options.reset, options.expert === true);
+            if (!l.env!.validActions) throw new Error(`environment ${module.id} has no validActions(): it cannot be played by an action-level policy (use the text mode)`);
           } catch (error) {
             if (error instanceof MissingExpertError) missingExpert = error;
             else {

@@ -19,7 +19,7 @@ import type { GpuLoraAdapter } from '../engine/lora/gpu-adapter.ts';
 import type { StepMetrics, Trainer } from '../engine/train/trainer.ts';
 import type { ValueHead } from '../engine/train/value-head.ts';
 import type { Env, EnvInfo, EnvModule, ResetOptions } from '../env/types.ts';
-import type { PromptFormat } from './transcript.ts';
+import type { PromptFormat, Transcript } from './transcript.ts';
 
 export type PolicyMode = 'text' | 'choice';
 
@@ -140,7 +140,7 @@ export class MissingExpertError extends Error {}
  * play() call (MissingExpertError), not each episode: there is nothing to imitate, and a run should
  * stop at once rather than record only failures.
  */
-export function requireExpert(module: EnvModule, env: Env): () => Promise<string> {
+function requireExpert(module: EnvModule, env: Env): () => Promise<string> {
   if (typeof env.expertAction !== 'function') {
     throw new MissingExpertError(
       `environment ${module.id} has no scripted expert (expertAction()): demonstrations need one; ` +
@@ -148,4 +148,26 @@ export function requireExpert(module: EnvModule, env: Env): () => Promise<string
     );
   }
   return async () => env.expertAction!();
+}
+
+/** What both policies keep of an episode being played, as far as starting it goes. */
+export interface EpisodeStart {
+  episode: { seed: number };
+  env?: Env;
+  expert?: () => Promise<string>;
+  transcript: Transcript;
+  observation: string;
+}
+
+/**
+ * Starts an episode: a fresh environment (kept on `live` at once, so that it is closed even if its
+ * reset throws), its expert when demonstrations are asked, and the reset observation in the transcript.
+ */
+export async function startEpisode(live: EpisodeStart, module: EnvModule, reset: ResetOptions, withExpert: boolean): Promise<void> {
+  live.env = await module.make();
+  if (withExpert) live.expert = requireExpert(module, live.env);
+  const result = await live.env.reset({ seed: live.episode.seed, options: reset });
+  if (!result || typeof result.observation !== 'string') throw new Error(`environment ${module.id}: reset() must return { observation: string, info }`);
+  live.transcript.addObservation(result.observation);
+  live.observation = result.observation;
 }

@@ -25,7 +25,7 @@ import { PromptCache } from '../engine/prompt-cache.ts';
 import { pcgHash, resolveSampling } from '../engine/sampling-params.ts';
 import type { Env, EnvInfo, StepResult } from '../env/types.ts';
 import { actionSpans, type ActionSpan } from '../rl/credit.ts';
-import { MissingExpertError, requireExpert, type PlayedEpisode, type PlayOptions, type PlayRequest, type Policy, type PolicyLoss, type PolicyOptions, type PolicyStep, type UpdateItem, type UpdateMetrics } from './policy.ts';
+import { MissingExpertError, startEpisode, type PlayedEpisode, type PlayOptions, type PlayRequest, type Policy, type PolicyLoss, type PolicyOptions, type PolicyStep, type UpdateItem, type UpdateMetrics } from './policy.ts';
 import { Transcript } from './transcript.ts';
 
 /** An episode's token sequence and action mask. */
@@ -164,12 +164,7 @@ export class TextPolicy implements Policy<TextStep> {
       await Promise.all(
         live.map(async (l) => {
           try {
-            l.env = await module.make();
-            if (options.expert) l.expert = requireExpert(module, l.env);
-            const reset = await l.env.reset({ seed: l.episode.seed, options: this.options.reset });
-            if (!reset || typeof reset.observation !== 'string') throw new Error(`environment ${module.id}: reset() must return { observation: string, info }`);
-            l.transcript.addObservation(reset.observation);
-            l.observation = reset.observation;
+            await startEpisode(l, module, this.options.reset, options.expert === true);
           } catch (error) {
             if (error instanceof MissingExpertError) missingExpert = error;
             else fail(l, error);

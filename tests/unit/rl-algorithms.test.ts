@@ -14,7 +14,7 @@ import type { GpuLoraAdapter } from '../../src/engine/lora/gpu-adapter.ts';
 import { loadModel, type Model } from '../../src/engine/model.ts';
 import { MemoryModelSource } from '../../src/engine/model/memory-source.ts';
 import { readCheckpoint } from '../../src/engine/train/checkpoint.ts';
-import type { EnvModule } from '../../src/env/types.ts';
+import type { EnvModule, ResetResult } from '../../src/env/types.ts';
 import type { AlgorithmName } from '../../src/rl/index.ts';
 import { PPO_DEFAULTS, ppo } from '../../src/rl/ppo.ts';
 import { TRAIN_DEFAULTS, trainRun, updateLearningRate, type TrainConfig } from '../../src/rl/run.ts';
@@ -86,6 +86,32 @@ describe('the choice policy at the edge of the context', () => {
     expect(long.steps.length).toBeLessThan(3);
     expect(long.steps.at(-1)!.truncated).toBe(true);
     expect(long.success).toBe(false);
+  });
+
+  test('an episode whose reset gives no observation fails alone with the reason, and its environment is closed', async () => {
+    const model = await tinyModel();
+    const closed: number[] = [];
+    const env: EnvModule = {
+      id: 'mute',
+      description: 'Say something.',
+      maxEpisodeSteps: 1,
+      make: () => {
+        let seed = 0;
+        return {
+          reset: ({ seed: s }) => ((seed = s), (s === 1 ? { info: {} } : { observation: 'hello', info: {} }) as ResetResult),
+          validActions: () => ['ok', 'fine'],
+          step: () => ({ observation: 'bye', reward: 1, terminated: true, truncated: false, info: { success: true } }),
+          close: () => void closed.push(seed),
+        };
+      },
+    };
+    const policy = new ChoicePolicy(model, { env, reset: {}, format: 'plain', adapter: null, microBatch: 16, lengthNormalize: true });
+    const [fine, mute] = await policy.play([{ seed: 0 }, { seed: 1 }]);
+    expect(fine.error).toBeUndefined();
+    expect(fine.success).toBe(true);
+    expect(mute.error).toBe('environment mute: reset() must return { observation: string, info }');
+    expect(mute.steps).toHaveLength(0);
+    expect(closed.sort()).toEqual([0, 1]);
   });
 });
 
