@@ -28,3 +28,9 @@ export function byteProgress(stream: NodeJS.WriteStream = process.stderr): Progr
     },
   };
 }
+
+/** Training speed and time left, e.g. "0.61 episodes/s  ETA 215 s", from the episodes played since `startedMs` (performance.now()). */
+export function episodeRateAndEta(played: number, remaining: number, startedMs: number): string {
+  const rate = played / ((performance.now() - startedMs) / 1000);
+  return `${rate.toFixed(2)} episodes/s  ETA ${Math.max(0, Math.round(remaining / rate))} s`;
+}

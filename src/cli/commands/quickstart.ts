@@ -10,11 +10,12 @@ import { exportOnnx } from '../../engine/export/onnx.ts';
 import { peftAdapterFiles } from '../../engine/lora/peft.ts';
 import { BUILTIN_ENVIRONMENTS } from '../../env/builtin/index.ts';
 import { describeChange, evaluatePolicy, pairedChange, type EvaluationReport } from '../../rl/evaluate.ts';
-import { TRAIN_DEFAULTS, trainRun, type TrainConfig } from '../../rl/run.ts';
+import { FIRST_RUN_EPISODES, TRAIN_DEFAULTS, trainRun, type TrainConfig } from '../../rl/run.ts';
 import { FileTrajectoryStore } from '../../store/files.ts';
 import { promptFormat } from '../agent-options.ts';
 import { DEFAULT_MODEL_DIR, loadModelForCli, MODEL_HELP } from '../load.ts';
 import { parseWholeNumber } from '../parse.ts';
+import { episodeRateAndEta } from '../progress.ts';
 
 interface QuickstartFlags {
   model: string;
@@ -34,7 +35,7 @@ export function registerQuickstart(program: Command): void {
     .description('collect, train (PPO), evaluate and export on a built-in environment with the embedded default model: no download, no keys')
     .option('--model <dir|url|hf:id>', MODEL_HELP, DEFAULT_MODEL_DIR)
     .option('--env <id>', `built-in environment: ${[...BUILTIN_ENVIRONMENTS.keys()].join(', ')}`, 'tool-use')
-    .option('--episodes <n>', 'PPO training episodes', parseWholeNumber, 64)
+    .option('--episodes <n>', 'PPO training episodes', parseWholeNumber, FIRST_RUN_EPISODES)
     .option('--eval-episodes <n>', 'held-out episodes per evaluation', parseWholeNumber, 100)
     .option('--seed <s>', 'seed of everything', parseWholeNumber, 0)
     .option('--out <dir>', 'where the run, the exports and the report go', 'runs/quickstart')
@@ -67,9 +68,16 @@ export function registerQuickstart(program: Command): void {
 
         // 3. Train with PPO (resumes if this folder holds an unfinished run).
         say(`3/5 train: PPO, ${flags.episodes} episodes`);
+        const trainingStarted = performance.now();
+        let playedThisSession = 0;
         const outcome = await trainRun(model, env, store, basename(runDir), config, {
           onLog: (m) => say(`    ${m}`),
-          onUpdate: ({ episodes, totalEpisodes, metrics }) => say(`    ${episodes}/${totalEpisodes} episodes  return ${metrics['charts/episodic_return']?.toFixed(3)}  success ${pct(metrics['charts/success_rate'])}`),
+          onEpisode: () => playedThisSession++,
+          onUpdate: ({ episodes, totalEpisodes, metrics }) =>
+            say(
+              `    ${episodes}/${totalEpisodes} episodes  return ${metrics['charts/episodic_return']?.toFixed(3)}  success ${pct(metrics['charts/success_rate'])}  ` +
+                episodeRateAndEta(playedThisSession, totalEpisodes - episodes, trainingStarted),
+            ),
         });
         try {
           // 4. Evaluate after.

@@ -20,6 +20,7 @@ import { FileTrajectoryStore } from '../../store/files.ts';
 import { actingSettings, addAgentOptions, checkAgentFlags, loadEnvironment, type AgentFlags } from '../agent-options.ts';
 import { DEFAULT_MODEL_DIR, loadModelForCli, MODEL_HELP } from '../load.ts';
 import { parseNumber, parseWholeNumber } from '../parse.ts';
+import { episodeRateAndEta } from '../progress.ts';
 
 interface TrainFlags extends AgentFlags {
   model: string;
@@ -132,13 +133,12 @@ export function registerTrain(program: Command): void {
           for (const [name, bytes] of peftAdapterFiles(checkpoint.adapter!)) await writeFile(join(out, name), bytes);
         },
         onUpdate: ({ episodes, totalEpisodes, metrics }) => {
-          const rate = playedThisSession / ((performance.now() - started) / 1000);
           const width = 24;
           const filled = Math.round((width * Math.min(episodes, totalEpisodes)) / totalEpisodes);
           status(
             `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${episodes}/${totalEpisodes} episodes  ` +
               `return ${metrics['charts/episodic_return']?.toFixed(3) ?? '-'}  success ${pct(metrics['charts/success_rate'])}  ` +
-              `${rate.toFixed(2)} episodes/s  ETA ${Math.max(0, Math.round((totalEpisodes - episodes) / rate))} s`,
+              episodeRateAndEta(playedThisSession, totalEpisodes - episodes, started),
           );
         },
       });
