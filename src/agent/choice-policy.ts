@@ -28,7 +28,7 @@ import type { TrainBatch } from '../engine/train/batch.ts';
 import type { Trainer } from '../engine/train/trainer.ts';
 import type { Env, EnvInfo } from '../env/types.ts';
 import { actionEntropy, actionLogProbs, sampleAction } from '../rl/action-policy.ts';
-import { MissingExpertError, startEpisode, type PlayedEpisode, type PlayOptions, type PlayRequest, type Policy, type PolicyLoss, type PolicyOptions, type PolicyStep, type UpdateItem, type UpdateMetrics } from './policy.ts';
+import { startEpisodes, type PlayedEpisode, type PlayOptions, type PlayRequest, type Policy, type PolicyLoss, type PolicyOptions, type PolicyStep, type UpdateItem, type UpdateMetrics } from './policy.ts';
 import { Transcript } from './transcript.ts';
 
 export interface ChoiceStep extends PolicyStep {
@@ -142,34 +142,23 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
       observation: '',
       done: false,
     }));
-    const fail = (l: Live, error: unknown) => {
-      l.episode.error = error instanceof Error ? error.message : String(error);
-      l.done = true;
-    };
     const finish = (l: Live) => {
       l.done = true;
       options.onEpisode?.(l.episode);
+    };
+    /** Ends an episode with an error (and reports it, as finish does). */
+    const fail = (l: Live, error: unknown) => {
+      l.episode.error = error instanceof Error ? error.message : String(error);
+      finish(l);
     };
     const gpuModel = this.model.gpuModel;
     // Without an adapter the policy is the reference: scored once.
     const caches = { policy: new PromptCache(gpuModel, this.options.adapter), reference: options.reference && this.options.adapter ? new PromptCache(gpuModel, null) : null };
     try {
-      let missingExpert: MissingExpertError | null = null;
-      await Promise.all(
-        live.map(async (l) => {
-          try {
-            await startEpisode(l, module, this.options.reset, options.expert === true);
-            if (!l.env!.validActions) throw new Error(`environment ${module.id} has no validActions(): it cannot be played by an action-level policy (use the text mode)`);
-          } catch (error) {
-            if (error instanceof MissingExpertError) missingExpert = error;
-            else {
-              fail(l, error);
-              options.onEpisode?.(l.episode);
-            }
-          }
-        }),
-      );
-      if (missingExpert) throw missingExpert;
+      await startEpisodes(live, module, this.options.reset, options.expert === true, fail);
+      for (const l of live) {
+        if (!l.done && !l.env!.validActions) fail(l, new Error(`environment ${module.id} has no validActions(): it cannot be played by an action-level policy (use the text mode)`));
+      }
       for (let t = 0; t < module.maxEpisodeSteps; t++) {
         const active = live.filter((l) => !l.done);
         if (active.length === 0) break;
@@ -184,7 +173,6 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
               return { l, actions, actionTokens: actions.map((a) => l.transcript.encodeAction(a)), expert };
             } catch (error) {
               fail(l, error);
-              options.onEpisode?.(l.episode);
               return undefined;
             }
           }),
@@ -201,9 +189,8 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
           else {
             last.truncated = true;
             s.l.episode.success = last.info?.success === true;
-            s.l.done = true;
+            finish(s.l);
           }
-          options.onEpisode?.(s.l.episode);
           return false;
         });
         const states = fitting.map((s) => ({ ...s!, context: [...s!.l.transcript.ids] }));
@@ -263,7 +250,6 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
               }
             } catch (error) {
               fail(l, error);
-              options.onEpisode?.(l.episode);
             }
           }),
         );

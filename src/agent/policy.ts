@@ -160,14 +160,33 @@ export interface EpisodeStart {
 }
 
 /**
- * Starts an episode: a fresh environment (kept on `live` at once, so that it is closed even if its
- * reset throws), its expert when demonstrations are asked, and the reset observation in the transcript.
+ * Starts the episodes side by side, each with a fresh environment (kept on its episode at once, so
+ * that it is closed even if its reset throws), its expert when demonstrations are asked, and the
+ * reset observation in its transcript. An episode that fails to start goes to `failed` and the
+ * others go on; a missing expert fails the whole call (MissingExpertError, see requireExpert).
  */
-export async function startEpisode(live: EpisodeStart, module: EnvModule, reset: ResetOptions, withExpert: boolean): Promise<void> {
-  live.env = await module.make();
-  if (withExpert) live.expert = requireExpert(module, live.env);
-  const result = await live.env.reset({ seed: live.episode.seed, options: reset });
-  if (!result || typeof result.observation !== 'string') throw new Error(`environment ${module.id}: reset() must return { observation: string, info }`);
-  live.transcript.addObservation(result.observation);
-  live.observation = result.observation;
+export async function startEpisodes<L extends EpisodeStart>(
+  live: L[],
+  module: EnvModule,
+  reset: ResetOptions,
+  withExpert: boolean,
+  failed: (episode: L, error: unknown) => void,
+): Promise<void> {
+  let missingExpert: MissingExpertError | null = null;
+  await Promise.all(
+    live.map(async (l) => {
+      try {
+        l.env = await module.make();
+        if (withExpert) l.expert = requireExpert(module, l.env);
+        const result = await l.env.reset({ seed: l.episode.seed, options: reset });
+        if (!result || typeof result.observation !== 'string') throw new Error(`environment ${module.id}: reset() must return { observation: string, info }`);
+        l.transcript.addObservation(result.observation);
+        l.observation = result.observation;
+      } catch (error) {
+        if (error instanceof MissingExpertError) missingExpert = error;
+        else failed(l, error);
+      }
+    }),
+  );
+  if (missingExpert) throw missingExpert;
 }

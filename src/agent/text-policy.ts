@@ -25,7 +25,7 @@ import { PromptCache } from '../engine/prompt-cache.ts';
 import { pcgHash, resolveSampling } from '../engine/sampling-params.ts';
 import type { Env, EnvInfo, StepResult } from '../env/types.ts';
 import { actionSpans, type ActionSpan } from '../rl/credit.ts';
-import { MissingExpertError, startEpisode, type PlayedEpisode, type PlayOptions, type PlayRequest, type Policy, type PolicyLoss, type PolicyOptions, type PolicyStep, type UpdateItem, type UpdateMetrics } from './policy.ts';
+import { startEpisodes, type PlayedEpisode, type PlayOptions, type PlayRequest, type Policy, type PolicyLoss, type PolicyOptions, type PolicyStep, type UpdateItem, type UpdateMetrics } from './policy.ts';
 import { Transcript } from './transcript.ts';
 
 /** An episode's token sequence and action mask. */
@@ -160,18 +160,7 @@ export class TextPolicy implements Policy<TextStep> {
     // The episodes' KV caches, kept from step to step: each step feeds only the tokens that are new.
     let cache: PromptCache | undefined;
     try {
-      let missingExpert: MissingExpertError | null = null;
-      await Promise.all(
-        live.map(async (l) => {
-          try {
-            await startEpisode(l, module, this.options.reset, options.expert === true);
-          } catch (error) {
-            if (error instanceof MissingExpertError) missingExpert = error;
-            else fail(l, error);
-          }
-        }),
-      );
-      if (missingExpert) throw missingExpert;
+      await startEpisodes(live, module, this.options.reset, options.expert === true, fail);
       await endEpisodes();
 
       for (let t = 0; t < module.maxEpisodeSteps; t++) {
