@@ -18,6 +18,8 @@ test('a first visit trains the embedded default model on the default setup', asy
   await expect(page.getByLabel('Model location')).toHaveValue('/models/rlplay-agent-mini/');
   await expect(page.getByLabel('Environment', { exact: true })).toHaveValue('tool-use');
   await expect(page.getByLabel('Algorithm')).toHaveValue('ppo');
+  // The quickstart's length too (FIRST_RUN_EPISODES): enough PPO episodes to raise the default model's tool-use success.
+  await expect(page.getByLabel('Episodes', { exact: true })).toHaveValue('256');
   await page.screenshot({ path: `${SCREENSHOTS}first-visit.png` });
   // Fewer episodes than the default keep the test short on SwiftShader; the rest is as it opens.
   await page.getByLabel('Episodes', { exact: true }).fill('16');
