@@ -88,8 +88,9 @@ ${f.baseline.map((r) => `| ${r.env} | ${pct(r.successRate.value)} [${pct(r.succe
 ## Use
 
 \`\`\`sh
+npx rlplay quickstart   # PPO on tool-use: success before and after, the adapter, the ONNX export
 npx rlplay eval  --model public/models/rlplay-agent-mini --env tool-use --episodes 50
-npx rlplay train --model public/models/rlplay-agent-mini --env tool-use --algo ppo --episodes 200 --out runs/tool-ppo
+npx rlplay train --model public/models/rlplay-agent-mini --env tool-use --algo ppo --episodes 256 --out runs/tool-ppo
 \`\`\`
 
 ## Limits
