@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { requestNodeGpu } from '../engine/gpu/node-gpu.ts';
 import { loadModel, type Model } from '../engine/model.ts';
 import type { GpuLoraAdapter } from '../engine/lora/gpu-adapter.ts';
+import { AdapterShapeError } from '../engine/lora/peft.ts';
 import { openAdapterSource, openModelSource } from '../engine/model/source-node.ts';
 import { byteProgress } from './progress.ts';
 
@@ -38,7 +39,7 @@ export async function loadModelAndAdapter(location: string, adapterLocation: str
     return { model, adapter };
   } catch (error) {
     model.dispose();
-    if (location === DEFAULT_MODEL_DIR && error instanceof Error && /another base model/.test(error.message)) {
+    if (location === DEFAULT_MODEL_DIR && error instanceof AdapterShapeError) {
       throw new Error(`${error.message}. Without --model the embedded default model is used: pass the adapter's base model with --model`, { cause: error });
     }
     throw error;

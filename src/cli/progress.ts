@@ -29,8 +29,19 @@ export function byteProgress(stream: NodeJS.WriteStream = process.stderr): Progr
   };
 }
 
-/** Training speed and time left, e.g. "0.61 episodes/s  ETA 215 s", from the episodes played since `startedMs` (performance.now()). */
-export function episodeRateAndEta(played: number, remaining: number, startedMs: number): string {
-  const rate = played / ((performance.now() - startedMs) / 1000);
-  return `${rate.toFixed(2)} episodes/s  ETA ${Math.max(0, Math.round(remaining / rate))} s`;
+/**
+ * Training speed from now on, for a progress line: `count` is the run's onEpisode hook (episodes
+ * played in this process; a resumed run's earlier ones do not count), `describe(remaining)` gives
+ * e.g. "0.61 episodes/s  ETA 215 s".
+ */
+export function episodeSpeed(): { count: () => void; describe: (remaining: number) => string } {
+  const started = performance.now();
+  let played = 0;
+  return {
+    count: () => void played++,
+    describe(remaining) {
+      const rate = played / ((performance.now() - started) / 1000);
+      return `${rate.toFixed(2)} episodes/s  ETA ${Math.max(0, Math.round(remaining / rate))} s`;
+    },
+  };
 }

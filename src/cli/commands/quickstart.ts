@@ -15,7 +15,7 @@ import { FileTrajectoryStore } from '../../store/files.ts';
 import { promptFormat } from '../agent-options.ts';
 import { DEFAULT_MODEL_DIR, loadModelForCli, MODEL_HELP } from '../load.ts';
 import { parseWholeNumber } from '../parse.ts';
-import { episodeRateAndEta } from '../progress.ts';
+import { episodeSpeed } from '../progress.ts';
 
 interface QuickstartFlags {
   model: string;
@@ -68,15 +68,14 @@ export function registerQuickstart(program: Command): void {
 
         // 3. Train with PPO (resumes if this folder holds an unfinished run).
         say(`3/5 train: PPO, ${flags.episodes} episodes`);
-        const trainingStarted = performance.now();
-        let playedThisSession = 0;
+        const speed = episodeSpeed();
         const outcome = await trainRun(model, env, store, basename(runDir), config, {
           onLog: (m) => say(`    ${m}`),
-          onEpisode: () => playedThisSession++,
+          onEpisode: speed.count,
           onUpdate: ({ episodes, totalEpisodes, metrics }) =>
             say(
               `    ${episodes}/${totalEpisodes} episodes  return ${metrics['charts/episodic_return']?.toFixed(3)}  success ${pct(metrics['charts/success_rate'])}  ` +
-                episodeRateAndEta(playedThisSession, totalEpisodes - episodes, trainingStarted),
+                speed.describe(totalEpisodes - episodes),
             ),
         });
         try {

@@ -20,7 +20,7 @@ import { FileTrajectoryStore } from '../../store/files.ts';
 import { actingSettings, addAgentOptions, checkAgentFlags, loadEnvironment, type AgentFlags } from '../agent-options.ts';
 import { DEFAULT_MODEL_DIR, loadModelForCli, MODEL_HELP } from '../load.ts';
 import { parseNumber, parseWholeNumber } from '../parse.ts';
-import { episodeRateAndEta } from '../progress.ts';
+import { episodeSpeed } from '../progress.ts';
 
 interface TrainFlags extends AgentFlags {
   model: string;
@@ -124,11 +124,11 @@ export function registerTrain(program: Command): void {
         await writeFile(beforeFile, `${JSON.stringify(before, null, 2)}\n`);
       }
       const started = performance.now();
-      let playedThisSession = 0;
+      const speed = episodeSpeed();
       const status = (line: string) => process.stderr.write(process.stderr.isTTY ? `\r\x1b[2K${line}` : `${line}\n`);
       const outcome = await trainRun(model, env, store, runId, config, {
         onLog: (message) => process.stderr.write(`${process.stderr.isTTY ? '\r\x1b[2K' : ''}${message}\n`),
-        onEpisode: () => playedThisSession++,
+        onEpisode: speed.count,
         onCheckpoint: async (checkpoint) => {
           for (const [name, bytes] of peftAdapterFiles(checkpoint.adapter!)) await writeFile(join(out, name), bytes);
         },
@@ -138,7 +138,7 @@ export function registerTrain(program: Command): void {
           status(
             `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${episodes}/${totalEpisodes} episodes  ` +
               `return ${metrics['charts/episodic_return']?.toFixed(3) ?? '-'}  success ${pct(metrics['charts/success_rate'])}  ` +
-              episodeRateAndEta(playedThisSession, totalEpisodes - episodes, started),
+              speed.describe(totalEpisodes - episodes),
           );
         },
       });

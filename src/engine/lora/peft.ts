@@ -31,6 +31,14 @@ function fail(message: string, file = ADAPTER_CONFIG, tensor: string | null = nu
   throw new ModelLoadError(message, file, tensor);
 }
 
+/** An adapter whose tensors do not fit this base model's shapes: it was made for another model (or rank). */
+export class AdapterShapeError extends ModelLoadError {
+  constructor(diagnosis: string, tensor: string) {
+    super(diagnosis, ADAPTER_WEIGHTS, tensor);
+    this.name = 'AdapterShapeError';
+  }
+}
+
 /** Validated LoRA settings from a PEFT adapter_config.json. */
 export function parseAdapterConfig(json: unknown, config: ModelConfig): { settings: LoraSettings; baseModel: string } {
   if (typeof json !== 'object' || json === null) fail(`${ADAPTER_CONFIG} must hold a JSON object`);
@@ -90,10 +98,9 @@ export async function readPeftAdapter(source: ModelSource, config: ModelConfig):
     if (!name) fail(`${ADAPTER_WEIGHTS}: tensor ${key} is missing although adapter_config.json targets this module; the adapter is incomplete or was saved for other layers`, ADAPTER_WEIGHTS, key);
     const tensor = tensors.get(name)!;
     if (tensor.shape.length !== 2 || tensor.shape[0] !== rows || tensor.shape[1] !== cols) {
-      fail(
+      throw new AdapterShapeError(
         `${ADAPTER_WEIGHTS}: ${key} has shape [${tensor.shape}] but this base model needs [${rows}, ${cols}] (${what}); ` +
           `the adapter was made for another base model${baseModel ? ` (${baseModel})` : ''} or another rank`,
-        ADAPTER_WEIGHTS,
         key,
       );
     }
