@@ -8,15 +8,18 @@
 // Action: the code, as plain text or in a fenced ```js block (the block that defines `solve` is used;
 // prose before the code and after the function is dropped). The code runs in the QuickJS sandbox
 // (src/env/sandbox.ts: no console, no require, no network; a time and a memory limit).
-// Up to 3 submissions (maxEpisodeSteps): a submission that passes every hidden test ends the episode
-// with success; a failing one gets feedback (which tests failed, the error) and another try, except
-// the third, which ends the episode. The reward of a step is the rise in the best fraction of hidden
-// tests passed so far, so an episode's return is the best fraction it reached (1 on success).
+// Up to 2 submissions (maxEpisodeSteps): a submission that passes every hidden test ends the episode
+// with success; a failing first one gets feedback (which tests failed, the error) and one more try.
+// The reward of a step is the rise in the best fraction of hidden tests passed so far, so an
+// episode's return is the best fraction it reached (1 on success). Two tries among the six listed
+// candidates, most of which look like the reference, leave a policy that has learned nothing about
+// a third of the episodes. (With three tries, and half the candidates broken on sight, a policy
+// that had only learned to avoid those solved every task.)
 import { runInSandbox, type SandboxLimits, type SandboxResult, type SandboxTest } from '../sandbox.ts';
 import type { BuiltinEnvModule, Env, ExpertEnv, ResetOptions, ResetResult, Split, StepResult } from '../types.ts';
 import { hashString, mulberry32 } from '../../common/random.ts';
 
-const MAX_ATTEMPTS = 3;
+const MAX_ATTEMPTS = 2;
 const HIDDEN_TESTS = 8;
 const MAX_CODE_CHARS = 8000;
 const DEFAULT_LIMITS: SandboxLimits = { timeMs: 250, memoryBytes: 32 * 1024 * 1024 };
@@ -57,15 +60,15 @@ const FAMILIES: Family[] = [
     id: 'sum',
     difficulty: 1,
     signature: 'xs',
-    params: () => ({}),
-    describe: () => 'returns the sum of the numbers in the array `xs` (0 for an empty array)',
+    params: (r) => ({ k: int(r, 1, 30) }),
+    describe: (p) => `returns ${p.k} plus the sum of the numbers in the array \`xs\``,
     input: (r) => [ints(r, int(r, 0, 7), -20, 50)],
-    reference: (_p, xs: number[]) => xs.reduce((a, b) => a + b, 0),
-    solution: () => 'function solve(xs) {\n  return xs.reduce((a, b) => a + b, 0);\n}',
-    wrong: () => [
-      'function solve(xs) {\n  let s = 0;\n  for (let i = 1; i < xs.length; i++) s += xs[i];\n  return s;\n}',
-      'function solve(xs) {\n  return xs.reduce((a, b) => a * b, 1);\n}',
-      'function solve(xs) {\n  return xs.reduce((a, b) => a + Math.abs(b), 0);\n}',
+    reference: (p, xs: number[]) => xs.reduce((a, b) => a + b, Number(p.k)),
+    solution: (p) => `function solve(xs) {\n  return xs.reduce((a, b) => a + b, ${p.k});\n}`,
+    wrong: (p) => [
+      `function solve(xs) {\n  let s = ${p.k};\n  for (let i = 1; i < xs.length; i++) s += xs[i];\n  return s;\n}`,
+      `function solve(xs) {\n  return xs.reduce((a, b) => a * b, ${p.k});\n}`,
+      `function solve(xs) {\n  return xs.reduce((a, b) => a + Math.abs(b), ${p.k});\n}`,
     ],
     constant: '0',
   },
@@ -73,15 +76,15 @@ const FAMILIES: Family[] = [
     id: 'max',
     difficulty: 1,
     signature: 'xs',
-    params: () => ({}),
-    describe: () => 'returns the largest number in the non-empty array `xs`',
-    input: (r) => [ints(r, int(r, 1, 7), -60, 60)],
-    reference: (_p, xs: number[]) => Math.max(...xs),
-    solution: () => 'function solve(xs) {\n  return Math.max(...xs);\n}',
-    wrong: () => [
-      'function solve(xs) {\n  return Math.min(...xs);\n}',
-      'function solve(xs) {\n  let m = 0;\n  for (const x of xs) if (x > m) m = x;\n  return m;\n}',
-      'function solve(xs) {\n  return xs[xs.length - 1];\n}',
+    params: (r) => ({ k: int(r, -20, 20) }),
+    describe: (p) => `returns the largest of ${p.k} and the numbers in the array \`xs\``,
+    input: (r, p) => [ints(r, int(r, 0, 6), Number(p.k) - 30, Number(p.k) + 10)],
+    reference: (p, xs: number[]) => Math.max(Number(p.k), ...xs),
+    solution: (p) => `function solve(xs) {\n  return Math.max(${p.k}, ...xs);\n}`,
+    wrong: (p) => [
+      `function solve(xs) {\n  return Math.min(${p.k}, ...xs);\n}`,
+      'function solve(xs) {\n  return Math.max(...xs);\n}',
+      `function solve(xs) {\n  return xs.length > 0 ? xs[xs.length - 1] : ${p.k};\n}`,
     ],
     constant: '0',
   },
@@ -89,15 +92,15 @@ const FAMILIES: Family[] = [
     id: 'reverse',
     difficulty: 1,
     signature: 's',
-    params: () => ({}),
-    describe: () => 'returns the string `s` reversed',
-    input: (r) => [word(r, 'abcdefghijklmnopqrstuvwxyz', 0, 9)],
-    reference: (_p, s: string) => [...s].reverse().join(''),
-    solution: () => "function solve(s) {\n  return s.split('').reverse().join('');\n}",
-    wrong: () => [
-      "function solve(s) {\n  return s.split('').reverse().join(' ');\n}",
-      "function solve(s) {\n  let out = '';\n  for (let i = s.length - 1; i > 0; i--) out += s[i];\n  return out;\n}",
-      'function solve(s) {\n  return s.slice(1) + s[0];\n}',
+    params: (r) => ({ k: int(r, 2, 5) }),
+    describe: (p) => `returns the string \`s\` reversed, repeated ${p.k} times`,
+    input: (r) => [word(r, 'abcdefghijklmnopqrstuvwxyz', 0, 6)],
+    reference: (p, s: string) => [...s].reverse().join('').repeat(Number(p.k)),
+    solution: (p) => `function solve(s) {\n  return s.split('').reverse().join('').repeat(${p.k});\n}`,
+    wrong: (p) => [
+      `function solve(s) {\n  return s.split('').reverse().join(' ').repeat(${p.k});\n}`,
+      `function solve(s) {\n  return s.repeat(${p.k});\n}`,
+      `function solve(s) {\n  return s.slice(1).split('').reverse().join('').repeat(${p.k});\n}`,
     ],
     constant: "''",
   },
@@ -529,7 +532,7 @@ export class CodeGenEnv implements Env, ExpertEnv {
     return { observation: lines.join('\n'), reward, terminated, truncated: false, info };
   }
 
-  /** Up to 6 candidate programs: the reference solution and plausible wrong ones, in a seeded order. */
+  /** Six candidate programs: the reference solution and plausible wrong ones, in a seeded order. */
   validActions(): string[] {
     this.requireTask();
     return this.done ? [] : [...this.candidates];
@@ -550,27 +553,64 @@ export class CodeGenEnv implements Env, ExpertEnv {
   }
 }
 
-/** The reference (fenced or plain), two task-specific mistakes, a constant, a syntax error and an infinite loop. */
+/**
+ * Six candidates: the reference, two task-specific mistakes and three near misses,
+ * the reference with one of its numbers off by one to three (each fails a hidden test). A task with
+ * fewer numeric parameters to shift fills the rest with a constant, a syntax error and an infinite loop.
+ * Near misses look like the reference, so a policy must read the task's numbers to tell them apart.
+ */
 function makeCandidates(task: Task, random: Rand): { candidates: string[]; reference: string } {
   const { family, instance } = task;
   const sig = family.signature;
   const solution = family.solution(instance.params);
-  const wrong = family.wrong(instance.params).map((w) => [random(), w] as const).sort((a, b) => a[0] - b[0]).map(([, w]) => w);
+  const shuffled = <T>(xs: readonly T[]) => xs.map((x) => [random(), x] as const).sort((a, b) => a[0] - b[0]).map(([, x]) => x);
+  const wrong = shuffled(family.wrong(instance.params));
   const loopVar = sig === 'n' ? 'n' : `${sig}.length`;
-  const reference = random() < 0.5 ? solution : '```js\n' + solution + '\n```';
-  const candidates = [
-    reference,
-    ...wrong.slice(0, 2),
+  const brokenOnSight = [
     `function solve(${sig}) {\n  return ${family.constant};\n}`,
     solution.replace(/\}\s*$/, ''), // a missing closing brace: a syntax error
     `function solve(${sig}) {\n  let i = 0;\n  while (i < ${loopVar} || true) i++;\n  return i;\n}`,
   ];
-  return { candidates: candidates.map((c) => [random(), c] as const).sort((a, b) => a[0] - b[0]).map(([, c]) => c), reference };
+  const misses = nearMisses(task, shuffled([1, -1, 2, -2, 3, -3]), 3);
+  // Each candidate is fenced or plain at random, so that the fence says nothing about which is right.
+  const [reference, ...others] = [solution, ...wrong.slice(0, 2), ...misses, ...brokenOnSight.slice(0, 3 - misses.length)].map((code) =>
+    random() < 0.5 ? code : '```js\n' + code + '\n```',
+  );
+  return { candidates: shuffled([reference, ...others]), reference };
+}
+
+/** Up to `count` solutions with one numeric parameter shifted by one of `shifts`, each failing a hidden test. */
+function nearMisses({ family, instance, tests }: Task, shifts: number[], count: number): string[] {
+  const solution = family.solution(instance.params);
+  const numeric = Object.keys(instance.params).filter((name) => typeof instance.params[name] === 'number');
+  const misses: string[] = [];
+  for (const shift of shifts) {
+    for (const name of numeric) {
+      const value = Number(instance.params[name]) + shift;
+      if (value < 0 && Number(instance.params[name]) >= 0) continue; // a negative count or width reads as broken on sight
+      const params = { ...instance.params, [name]: value };
+      const code = family.solution(params);
+      if (code === solution || misses.includes(code) || !failsATest(family, params, tests)) continue;
+      misses.push(code);
+      if (misses.length === count) return misses;
+    }
+  }
+  return misses;
+}
+
+function failsATest(family: Family, params: Params, tests: SandboxTest[]): boolean {
+  return tests.some((test) => {
+    try {
+      return JSON.stringify(family.reference(params, ...structuredClone(test.args))) !== JSON.stringify(test.expected);
+    } catch {
+      return true;
+    }
+  });
 }
 
 const codeGen: BuiltinEnvModule = {
   id: 'code-gen',
-  description: 'Write a short JavaScript function that passes hidden unit tests, run in a QuickJS WebAssembly sandbox; up to three attempts with feedback.',
+  description: 'Write a short JavaScript function that passes hidden unit tests, run in a QuickJS WebAssembly sandbox; up to two attempts with feedback.',
   maxEpisodeSteps: MAX_ATTEMPTS,
   make: (options?: Record<string, unknown>) => {
     const limits = options?.limits as Partial<SandboxLimits> | undefined;
