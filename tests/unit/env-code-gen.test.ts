@@ -184,14 +184,15 @@ describe('code-gen environment', () => {
   });
 
   test('near misses: at difficulty 1 three candidates are the reference with a number shifted, and each fails a hidden test', async () => {
-    const fences = new Set<boolean>();
+    const [referenceFences, wrongFences] = [new Set<boolean>(), new Set<boolean>()];
     for (let seed = 0; seed < 10; seed++) {
       const { env, instance } = start(seed, 1, 'test');
       const candidates = env.validActions();
       const code = candidates.map(extractCode);
       const reference = extractCode(env.expertAction());
       expect(new Set(code).size).toBe(6);
-      for (const c of candidates) fences.add(c.startsWith('```'));
+      for (const c of candidates) if (c !== env.expertAction()) wrongFences.add(c.startsWith('```'));
+      referenceFences.add(env.expertAction().startsWith('```'));
       // A near miss differs from the reference in its numbers only.
       const shape = (text: string) => text.replace(/-?\d+/g, '#');
       const misses = code.filter((c) => c !== reference && shape(c) === shape(reference));
@@ -203,7 +204,8 @@ describe('code-gen environment', () => {
       }
     }
     // Fenced or plain at random, the right one and the wrong ones alike: the fence says nothing.
-    expect(fences).toEqual(new Set([true, false]));
+    expect(referenceFences).toEqual(new Set([true, false]));
+    expect(wrongFences).toEqual(new Set([true, false]));
   }, 60_000);
 
   test('a task without numbers to shift lists a constant, a syntax error and an infinite loop, and they score below 1', async () => {
