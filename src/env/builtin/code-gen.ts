@@ -571,7 +571,7 @@ function makeCandidates(task: Task, random: Rand): { candidates: string[]; refer
     solution.replace(/\}\s*$/, ''), // a missing closing brace: a syntax error
     `function solve(${sig}) {\n  let i = 0;\n  while (i < ${loopVar} || true) i++;\n  return i;\n}`,
   ];
-  const misses = nearMisses(task, shuffled([1, -1, 2, -2, 3, -3]), 3);
+  const misses = nearMisses(task, solution, shuffled([1, -1, 2, -2, 3, -3]), 3);
   // Each candidate is fenced or plain at random, so that the fence says nothing about which is right.
   const [reference, ...others] = [solution, ...wrong.slice(0, 2), ...misses, ...brokenOnSight.slice(0, 3 - misses.length)].map((code) =>
     random() < 0.5 ? code : '```js\n' + code + '\n```',
@@ -579,9 +579,8 @@ function makeCandidates(task: Task, random: Rand): { candidates: string[]; refer
   return { candidates: shuffled([reference, ...others]), reference };
 }
 
-/** Up to `count` solutions with one numeric parameter shifted by one of `shifts`, each failing a hidden test. */
-function nearMisses({ family, instance, tests }: Task, shifts: number[], count: number): string[] {
-  const solution = family.solution(instance.params);
+/** Up to `count` variants of `solution` with one numeric parameter shifted by one of `shifts`, each failing a hidden test. */
+function nearMisses({ family, instance, tests }: Task, solution: string, shifts: number[], count: number): string[] {
   const numeric = Object.keys(instance.params).filter((name) => typeof instance.params[name] === 'number');
   const misses: string[] = [];
   for (const shift of shifts) {
