@@ -60,8 +60,9 @@ describe('web-shop', () => {
       if (last.terminated || last.truncated) break;
     }
     expect(actions).toEqual([
-      'click [6]', // Scarves
-      'click [5]', // Meadow Snood
+      'type [7] Meadow Snood',
+      'click [8]', // Search
+      'click [3]', // Meadow Snood, the one result
       'click [3]', // Colour: Pink
       'click [5]', // Size: Short
       'click [7]', // Add to cart
@@ -71,7 +72,7 @@ describe('web-shop', () => {
       'type [4] 83 Station Avenue',
       'click [5]', // Place order
     ]);
-    expect(pages).toEqual(['category', 'product', 'product', 'product', 'product', 'cart', 'checkout', 'checkout', 'checkout', 'confirmation']);
+    expect(pages).toEqual(['home', 'search', 'product', 'product', 'product', 'product', 'cart', 'checkout', 'checkout', 'checkout', 'confirmation']);
     expect(last!.terminated).toBe(true);
     expect(last!.info.success).toBe(true);
     expect(last!.reward).toBeCloseTo(1 - 0.01);
@@ -154,7 +155,7 @@ describe('web-shop', () => {
   test('a wrong shipping name at difficulty 3 fails; idling is truncated at the step limit', () => {
     const env = make();
     env.reset({ seed: 5, options: { difficulty: 3 } });
-    for (let t = 0; t < 7; t++) env.step(env.expertAction()); // to the checkout form
+    for (let t = 0; t < 8; t++) env.step(env.expertAction()); // to the checkout form
     env.step('type [3] Someone Else');
     env.step('type [4] 83 Station Avenue');
     const r = env.step('click [5]');

@@ -298,7 +298,7 @@ class WebShopEnv implements Env, ExpertEnv {
     return actions;
   }
 
-  /** Shortest scripted path: it reads the hidden task and site. */
+  /** A scripted path that reads the hidden task and site: search, open, choose, add, check out. */
   expertAction(): string {
     const task = this.task;
     const target = this.site.products[task.product];
@@ -331,10 +331,15 @@ class WebShopEnv implements Env, ExpertEnv {
       if (page.size !== size) return click(byEffect((e) => e.type === 'size' && e.value === size));
       return click(byEffect((e) => e.type === 'add'));
     }
+    // To the product: search for its name from the task, then open the one result. Browsing its
+    // category would be a step shorter, but which category a product is in is not in the task: a
+    // policy would have to learn the shop's catalogue, where searching needs only copying the name.
     const toProduct = byEffect((e) => e.type === 'goto' && e.page.kind === 'product' && e.page.product === target.id);
     if (toProduct > 0) return click(toProduct);
-    const toCategory = byEffect((e) => e.type === 'goto' && e.page.kind === 'category' && e.page.category === target.category);
-    if (toCategory > 0) return click(toCategory);
+    if (page.kind === 'home') {
+      if (norm(page.search) !== norm(target.name)) return `type [${find((el) => el.kind === 'input' && el.field === 'search')}] ${target.name}`;
+      return click(byEffect((e) => e.type === 'search'));
+    }
     return click(byEffect((e) => e.type === 'goto' && e.page.kind === 'home'));
   }
 
