@@ -9,8 +9,10 @@
 // stay those of the noisy episodes: mistakes and recoveries). Its gradient reaches every candidate:
 // g_b = ∂L/∂score_b = π_b − 1[b = expert] (src/agent/choice-policy.ts turns that into token weights).
 //
-// The model must stay far from perfect: an environment whose estimated greedy success reaches
-// `target` leaves the stage; the others go on until `steps`. Two estimates:
+// The model must stay far from perfect: an environment whose estimated greedy success reaches its
+// target leaves the stage, as does one that has trained for its step limit (`maxStepsFor`: a skill
+// that RL learns fast, such as tool-use's look-up-then-answer protocol, is left for RL to learn);
+// the others go on until `steps`. Two estimates:
 //   - agreement (free): before each step the batch's states are scored anyway (π is needed for g),
 //     so each environment's greedy agreement with the expert over whole episodes it has not been
 //     trained on (until its episodes come round again) is known, over its last `window` episodes.
@@ -40,6 +42,10 @@ export interface ChoiceStageOptions {
   lr: number;
   /** Estimated greedy success at which an environment stops training. */
   target: number;
+  /** Per environment, a target other than `target`. */
+  targetFor: Record<string, number>;
+  /** Per environment, the most steps it trains for (none: until `steps`). */
+  maxStepsFor: Record<string, number>;
   /** Episodes per environment the agreement estimate is taken over (the most recent). */
   window: number;
   /** Greedy episodes each environment plays at a probe; 0: stop on the agreement estimate instead. */
@@ -55,8 +61,8 @@ export interface ChoiceStageSummary {
   steps: number;
   /** What ended the stage before its steps did: its time budget or --choice-stop-after; null if nothing did. */
   cutShortBy: 'time budget' | 'stop-after' | null;
-  /** Per environment: episodes it was trained on, and its last estimate. */
-  environments: Record<string, { episodes: number; estimate: number; stopped: boolean }>;
+  /** Per environment: episodes it was trained on, its last estimate, and what stopped it before the stage ended (null: nothing did). */
+  environments: Record<string, { episodes: number; estimate: number; stoppedBy: 'target' | 'step limit' | null }>;
 }
 
 /** Where the stage stands after a step: with the weights and the optimiser's moments, enough to go on exactly. */
@@ -122,7 +128,7 @@ export async function choiceStage(
   const recent = new Map([...byEnv.keys()].map((env) => [env, [...(resumed?.recent[env] ?? [])]]));
   const summary: ChoiceStageSummary = resumed
     ? structuredClone(resumed.summary)
-    : { steps: 0, cutShortBy: null, environments: Object.fromEntries([...byEnv.keys()].map((env) => [env, { episodes: 0, estimate: 0, stopped: false }])) };
+    : { steps: 0, cutShortBy: null, environments: Object.fromEntries([...byEnv.keys()].map((env) => [env, { episodes: 0, estimate: 0, stoppedBy: null }])) };
   const trainer = new Trainer(model.gpuModel, {
     train: 'full',
     optimizer: { schedule: { kind: 'warmup-cosine', lr: options.lr, warmupSteps: Math.min(10, Math.floor(options.steps / 4)), totalSteps: options.steps, minLrRatio: 0.1 }, weightDecay: 0.01, maxGradNorm: 1 },
@@ -143,19 +149,23 @@ export async function choiceStage(
       trainer,
     );
   try {
-    const stop = (env: string, step: number, how: string) => {
-      summary.environments[env].stopped = true;
+    const stop = (env: string, step: number, by: 'target' | 'step limit', how: string) => {
+      summary.environments[env].stoppedBy = by;
       log(`choice stage: ${env} stops after ${step} step${step === 1 ? '' : 's'} (${how})`);
     };
-    const training = () => [...queues.keys()].filter((env) => !summary.environments[env].stopped);
+    const training = () => [...queues.keys()].filter((env) => summary.environments[env].stoppedBy === null);
+    const targetOf = (env: string) => options.targetFor[env] ?? options.target;
     /** Greedy agreement with the expert over the environment's last `window` episodes. */
     const agreement = (env: string) => recent.get(env)!.filter(Boolean).length / Math.max(1, recent.get(env)!.length);
     for (let step = summary.steps; step < options.steps; step++) {
+      for (const env of training()) {
+        if (step >= (options.maxStepsFor[env] ?? Infinity)) stop(env, step, 'step limit', 'its step limit');
+      }
       if (options.probeEpisodes > 0 && step % options.probeEvery === 0) {
         for (const env of training()) {
           const e = summary.environments[env];
           e.estimate = await hooks.play!(env, options.probeEpisodes);
-          if (e.estimate >= options.target) stop(env, step, `greedy success ${(100 * e.estimate).toFixed(0)}% on ${options.probeEpisodes} train-split episodes`);
+          if (e.estimate >= targetOf(env)) stop(env, step, 'target', `greedy success ${(100 * e.estimate).toFixed(0)}% on ${options.probeEpisodes} train-split episodes`);
         }
       }
       const active = training();
@@ -195,8 +205,8 @@ export async function choiceStage(
       if (options.probeEpisodes === 0) {
         for (const env of active) {
           const e = summary.environments[env];
-          if (recent.get(env)!.length >= options.window && e.estimate >= options.target) {
-            stop(env, step + 1, `greedy agreement with the expert on ${(100 * e.estimate).toFixed(0)}% of its last ${options.window} episodes`);
+          if (recent.get(env)!.length >= options.window && e.estimate >= targetOf(env)) {
+            stop(env, step + 1, 'target', `greedy agreement with the expert on ${(100 * e.estimate).toFixed(0)}% of its last ${options.window} episodes`);
           }
         }
       }

@@ -1,6 +1,7 @@
 // npm run model:default -- [--seed S] [--out DIR] [--episodes ENV=N,...] [--difficulties 1,2,3] [--noise P] [--epochs E]
 //                           [--max-tokens N] [--choice-steps N] [--choice-stop-after N] [--choice-minutes T]
-//                           [--choice-target P] [--choice-window W] [--choice-probe N] [--choice-probe-every K]
+//                           [--choice-target P] [--choice-target-for ENV=P,...] [--choice-steps-for ENV=N,...]
+//                           [--choice-window W] [--choice-probe N] [--choice-probe-every K]
 //                           [--eval-episodes M] [--checkpoint-minutes T]
 //
 // Makes rlplay's embedded default model from nothing, deterministically from a seed:
@@ -9,7 +10,8 @@
 //   3. a small Llama (tied embeddings, GQA) initialised at random and trained full-parameter with
 //      rlplay's own WGSL engine, the loss on the agents' action tokens of the plain transcripts;
 //   3b. then trained on choosing the expert's action among each state's valid actions, each
-//      environment until its estimated greedy success reaches --choice-target
+//      environment until its estimated greedy success reaches --choice-target (or its own target in
+//      --choice-target-for), or until its step limit in --choice-steps-for
 //      (scripts/default-model/choice-stage.ts);
 //   4. its greedy action-level success on each environment's test split, for the model card;
 //   5. the folder in Hugging Face layout, with the model card (README.md) and onnx/model.onnx for
@@ -17,7 +19,9 @@
 //
 // Training keeps a checkpoint in `<out>.resume` (weights, optimiser moments, progress) after each
 // epoch of 3 and every --checkpoint-minutes of 3b: on a machine without a GPU a build takes hours,
-// and the same command run again after a kill goes on from there, to the same weights.
+// and the same command run again after a kill goes on from there, to the same weights. A checkpoint
+// whose stage 3b has not started also goes on under other --choice-* options: the hour of stage 3
+// is then made once for several tries of 3b (copy `<out>.resume` to `<other out>.resume` first).
 import { rm } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -70,6 +74,11 @@ const { values, tokens: argTokens } = parseArgs({
     // The middle of the 20–70% the model should start RL from; the estimate is greedy agreement with
     // the expert over whole episodes, a little below greedy success (a run can recover from a slip).
     'choice-target': { type: 'string', default: '0.45' },
+    // Per environment, another target (e.g. code-gen=0.6), and the most choice steps (e.g.
+    // tool-use=40: what RL learns in the first minutes, tool-use's look-up-then-answer protocol, is
+    // left for the quickstart to show).
+    'choice-target-for': { type: 'string', default: '' },
+    'choice-steps-for': { type: 'string', default: '' },
     // Episodes that estimate is over. 12 is noisy: the committed model's tool-use stopped at an
     // estimated 50% while its test success was 25% (at chance on both copies). A larger window stops
     // an environment later and closer to the target, at the cost of more choice steps.
@@ -109,6 +118,8 @@ const settings = {
     episodesPerStep: Number(values['choice-episodes']),
     lr: Number(values['choice-lr']),
     target: Number(values['choice-target']),
+    targetFor: parsePerEnvironment('--choice-target-for', values['choice-target-for']!, 'a success rate from 0 to 1, e.g. code-gen=0.6', (p) => p >= 0 && p <= 1),
+    maxStepsFor: parsePerEnvironment('--choice-steps-for', values['choice-steps-for']!, 'a whole number of steps, 0 or more, e.g. tool-use=40', (n) => Number.isInteger(n) && n >= 0),
     window: Number(values['choice-window']),
     probeEpisodes: Number(values['choice-probe']),
     probeEvery: Number(values['choice-probe-every']),
@@ -181,12 +192,14 @@ const build = JSON.stringify({ ...trainingSettings, choice: { ...settings.choice
 const saved = resuming ? await readCheckpoint<BuildProgress>(resumeSource, model.config) : undefined;
 if (saved && saved.progress.build !== build) {
   const [then, now] = [JSON.parse(saved.progress.build), JSON.parse(build)] as Record<string, unknown>[];
+  // The choice settings make no difference to a checkpoint whose choice stage has not started.
   const differences = Object.keys(now)
-    .filter((key) => JSON.stringify(then[key]) !== JSON.stringify(now[key]))
+    .filter((key) => JSON.stringify(then[key]) !== JSON.stringify(now[key]) && (key !== 'choice' || saved.progress.choice !== null))
     .map((key) => `${key}: ${JSON.stringify(then[key])} then, ${JSON.stringify(now[key])} now`);
-  throw new Error(`${resumeDir} holds a stopped build of other settings (${differences.join('; ')}); run that build's command to finish it, or delete ${resumeDir} to start this one over`);
+  if (differences.length > 0) throw new Error(`${resumeDir} holds a stopped build of other settings (${differences.join('; ')}); run that build's command to finish it, or delete ${resumeDir} to start this one over`);
 }
-const progress: BuildProgress = saved?.progress ?? { build, epochs: 0, seconds: 0, choice: null };
+// From here on the checkpoint records this build's settings (they differ from the saved ones only in a choice stage not yet started).
+const progress: BuildProgress = saved ? { ...saved.progress, build } : { build, epochs: 0, seconds: 0, choice: null };
 if (saved) {
   const where = progress.choice ? `the choice stage ${progress.choice.done ? 'done' : `at step ${progress.choice.summary.steps}`}` : `${progress.epochs} of ${settings.epochs} epochs done`;
   log(`resuming the build stopped in ${resumeDir}: ${where}, ${Math.round(progress.seconds)} s of training so far`);
@@ -335,15 +348,20 @@ function lengthBucketedBatches<T extends { ids: number[] }>(items: T[], batchSiz
 }
 
 /** `support-desk=360,tool-use=480,...`: every built-in environment named once with its episode count. */
-function parseEpisodes(text: string): Record<string, number> {
-  const counts = Object.fromEntries(text.split(',').map((part) => {
-    const [id, n] = part.split('=');
-    return [id.trim(), Number(n)];
-  }));
-  for (const [id, n] of Object.entries(counts)) {
-    if (!BUILTIN_ENVIRONMENTS.has(id)) throw new Error(`--episodes names ${id}, which is not a built-in environment (${[...BUILTIN_ENVIRONMENTS.keys()].join(', ')})`);
-    if (!Number.isInteger(n) || n < 1) throw new Error(`--episodes gives ${id} ${n} episodes: write a whole number of at least 1, e.g. ${id}=100`);
+/** An option's `ENV=VALUE,...` (empty: none), each ENV a built-in environment and each value one that `valid` accepts (`expected` says which). */
+function parsePerEnvironment(option: string, text: string, expected: string, valid: (value: number) => boolean): Record<string, number> {
+  const values: Record<string, number> = {};
+  for (const part of text.split(',').filter((p) => p.trim() !== '')) {
+    const [id, value] = part.split('=').map((x) => x.trim());
+    if (!BUILTIN_ENVIRONMENTS.has(id)) throw new Error(`${option} names ${id}, which is not a built-in environment (${[...BUILTIN_ENVIRONMENTS.keys()].join(', ')})`);
+    if (value === undefined || value === '' || !valid(Number(value))) throw new Error(`${option} gives ${id} ${JSON.stringify(value ?? '')}: write ${expected}`);
+    values[id] = Number(value);
   }
+  return values;
+}
+
+function parseEpisodes(text: string): Record<string, number> {
+  const counts = parsePerEnvironment('--episodes', text, 'a whole number of episodes, at least 1, e.g. tool-use=100', (n) => Number.isInteger(n) && n >= 1);
   const missing = envs.filter((e) => !(e.id in counts)).map((e) => e.id);
   if (missing.length > 0) throw new Error(`--episodes leaves out ${missing.join(', ')}: the model must see every built-in environment (e.g. ${missing[0]}=100)`);
   return counts;

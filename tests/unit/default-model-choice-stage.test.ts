@@ -25,7 +25,7 @@ const episodes: NoisyEpisode[] = ['north', 'south'].flatMap((env) =>
   })),
 );
 
-const options: ChoiceStageOptions = { steps: 4, stopAfter: 4, maxSeconds: Infinity, episodesPerStep: 3, lr: 1e-2, target: 2, window: 2, probeEpisodes: 0, probeEvery: 1, maxTokens: 128, seed: 5 };
+const options: ChoiceStageOptions = { steps: 4, stopAfter: 4, maxSeconds: Infinity, episodesPerStep: 3, lr: 1e-2, target: 2, targetFor: {}, maxStepsFor: {}, window: 2, probeEpisodes: 0, probeEvery: 1, maxTokens: 128, seed: 5 };
 const quiet = () => {};
 
 async function tinyTrainable(files = tinyModelFiles({ vocabSize: 96, seed: 7 }).files): Promise<Model> {
@@ -103,10 +103,33 @@ describe('default model: the choice stage', () => {
     // Probes before steps 1 and 3: north stops at the first, south is probed at both.
     expect(probes).toEqual([['north', 3], ['south', 3], ['south', 3]]);
     expect(summary.environments).toEqual({
-      north: { episodes: 0, estimate: 2 / 3, stopped: true },
-      south: { episodes: 12, estimate: 1 / 3, stopped: false },
+      north: { episodes: 0, estimate: 2 / 3, stoppedBy: 'target' },
+      south: { episodes: 12, estimate: 1 / 3, stoppedBy: null },
     });
     expect(logs).toContain('choice stage: north stops after 0 steps (greedy success 67% on 3 train-split episodes)');
     await expect(choiceStage(model, episodes, { ...options, probeEpisodes: 3 }, quiet)).rejects.toThrow('probeEpisodes needs a play hook');
+  });
+
+  test("an environment's own target and step limit stop it where the common target would not", async () => {
+    const model = await tinyTrainable();
+    const probes: [string, number][] = [];
+    const logs: string[] = [];
+    // Both play at 2/3, under the common target; north's own target is under that, south may train 1 step.
+    const summary = await choiceStage(model, episodes, { ...options, target: 0.9, targetFor: { north: 0.6 }, maxStepsFor: { south: 1 }, probeEpisodes: 3, probeEvery: 2 }, (m) => logs.push(m), {
+      play: async (env, count) => {
+        probes.push([env, count]);
+        return 2 / 3;
+      },
+    });
+    model.dispose();
+    // Before step 1 north stops on its target; south trains its one step (all 3 of its episodes) and
+    // stops before step 2 without a probe, which ends the stage.
+    expect(probes).toEqual([['north', 3], ['south', 3]]);
+    expect(summary).toEqual({
+      steps: 1,
+      cutShortBy: null,
+      environments: { north: { episodes: 0, estimate: 2 / 3, stoppedBy: 'target' }, south: { episodes: 3, estimate: 2 / 3, stoppedBy: 'step limit' } },
+    });
+    expect(logs).toContain('choice stage: south stops after 1 step (its step limit)');
   });
 });
