@@ -11,7 +11,7 @@
 //
 // The model must stay far from perfect: an environment whose estimated greedy success reaches its
 // target leaves the stage, as does one that has trained for its step limit (`maxStepsFor`: a skill
-// that RL learns fast, such as tool-use's look-up-then-answer protocol, is left for RL to learn);
+// that RL learns fast, such as looking up more of tool-use's keys before answering, is left to RL);
 // the others go on until `steps`. Two estimates:
 //   - agreement (free): before each step the batch's states are scored anyway (π is needed for g),
 //     so each environment's greedy agreement with the expert over whole episodes it has not been

@@ -75,8 +75,8 @@ const { values, tokens: argTokens } = parseArgs({
     // the expert over whole episodes, a little below greedy success (a run can recover from a slip).
     'choice-target': { type: 'string', default: '0.45' },
     // Per environment, another target (e.g. code-gen=0.6), and the most choice steps (e.g.
-    // tool-use=40: what RL learns in the first minutes, tool-use's look-up-then-answer protocol, is
-    // left for the quickstart to show).
+    // tool-use=60: what the quickstart's PPO learns in minutes on tool-use, to look up more of the
+    // keys offered before answering, is left for it to learn).
     'choice-target-for': { type: 'string', default: '' },
     'choice-steps-for': { type: 'string', default: '' },
     // Episodes that estimate is over. 12 is noisy: the committed model's tool-use stopped at an
@@ -347,7 +347,6 @@ function lengthBucketedBatches<T extends { ids: number[] }>(items: T[], batchSiz
   return shuffle(batches);
 }
 
-/** `support-desk=360,tool-use=480,...`: every built-in environment named once with its episode count. */
 /** An option's `ENV=VALUE,...` (empty: none), each ENV a built-in environment and each value one that `valid` accepts (`expected` says which). */
 function parsePerEnvironment(option: string, text: string, expected: string, valid: (value: number) => boolean): Record<string, number> {
   const values: Record<string, number> = {};
@@ -360,6 +359,7 @@ function parsePerEnvironment(option: string, text: string, expected: string, val
   return values;
 }
 
+/** `support-desk=360,tool-use=480,...`: every built-in environment named once with its episode count. */
 function parseEpisodes(text: string): Record<string, number> {
   const counts = parsePerEnvironment('--episodes', text, 'a whole number of episodes, at least 1, e.g. tool-use=100', (n) => Number.isInteger(n) && n >= 1);
   const missing = envs.filter((e) => !(e.id in counts)).map((e) => e.id);
