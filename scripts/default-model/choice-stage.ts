@@ -61,9 +61,15 @@ export interface ChoiceStageSummary {
   steps: number;
   /** What ended the stage before its steps did: its time budget or --choice-stop-after; null if nothing did. */
   cutShortBy: 'time budget' | 'stop-after' | null;
-  /** Per environment: episodes it was trained on, its last estimate, and what stopped it before the stage ended (null: nothing did). */
-  environments: Record<string, { episodes: number; estimate: number; stoppedBy: 'target' | 'step limit' | null }>;
+  /**
+   * Per environment: episodes it was trained on, its last estimate (null: never measured, as for a
+   * step limit of 0), and what stopped it before the stage ended (null: nothing did).
+   */
+  environments: Record<string, { episodes: number; estimate: number | null; stoppedBy: ChoiceStop | null }>;
 }
+
+/** What stops one environment's choice training: its target or its step limit. */
+export type ChoiceStop = 'target' | 'step limit';
 
 /** Where the stage stands after a step: with the weights and the optimiser's moments, enough to go on exactly. */
 export interface ChoiceProgress {
@@ -128,7 +134,7 @@ export async function choiceStage(
   const recent = new Map([...byEnv.keys()].map((env) => [env, [...(resumed?.recent[env] ?? [])]]));
   const summary: ChoiceStageSummary = resumed
     ? structuredClone(resumed.summary)
-    : { steps: 0, cutShortBy: null, environments: Object.fromEntries([...byEnv.keys()].map((env) => [env, { episodes: 0, estimate: 0, stoppedBy: null }])) };
+    : { steps: 0, cutShortBy: null, environments: Object.fromEntries([...byEnv.keys()].map((env) => [env, { episodes: 0, estimate: null, stoppedBy: null }])) };
   const trainer = new Trainer(model.gpuModel, {
     train: 'full',
     optimizer: { schedule: { kind: 'warmup-cosine', lr: options.lr, warmupSteps: Math.min(10, Math.floor(options.steps / 4)), totalSteps: options.steps, minLrRatio: 0.1 }, weightDecay: 0.01, maxGradNorm: 1 },
@@ -149,7 +155,7 @@ export async function choiceStage(
       trainer,
     );
   try {
-    const stop = (env: string, step: number, by: 'target' | 'step limit', how: string) => {
+    const stop = (env: string, step: number, by: ChoiceStop, how: string) => {
       summary.environments[env].stoppedBy = by;
       log(`choice stage: ${env} stops after ${step} step${step === 1 ? '' : 's'} (${how})`);
     };
@@ -163,9 +169,9 @@ export async function choiceStage(
       }
       if (options.probeEpisodes > 0 && step % options.probeEvery === 0) {
         for (const env of training()) {
-          const e = summary.environments[env];
-          e.estimate = await hooks.play!(env, options.probeEpisodes);
-          if (e.estimate >= targetOf(env)) stop(env, step, 'target', `greedy success ${(100 * e.estimate).toFixed(0)}% on ${options.probeEpisodes} train-split episodes`);
+          const estimate = await hooks.play!(env, options.probeEpisodes);
+          summary.environments[env].estimate = estimate;
+          if (estimate >= targetOf(env)) stop(env, step, 'target', `greedy success ${(100 * estimate).toFixed(0)}% on ${options.probeEpisodes} train-split episodes`);
         }
       }
       const active = training();
@@ -204,9 +210,9 @@ export async function choiceStage(
       summary.steps = step + 1;
       if (options.probeEpisodes === 0) {
         for (const env of active) {
-          const e = summary.environments[env];
-          if (recent.get(env)!.length >= options.window && e.estimate >= targetOf(env)) {
-            stop(env, step + 1, 'target', `greedy agreement with the expert on ${(100 * e.estimate).toFixed(0)}% of its last ${options.window} episodes`);
+          const estimate = agreement(env);
+          if (recent.get(env)!.length >= options.window && estimate >= targetOf(env)) {
+            stop(env, step + 1, 'target', `greedy agreement with the expert on ${(100 * estimate).toFixed(0)}% of its last ${options.window} episodes`);
           }
         }
       }

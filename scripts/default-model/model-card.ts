@@ -72,7 +72,7 @@ driver; another one rounds floats differently, so its weights and the figures be
      ? `its greedy success reaches ${pct(s.choice.target)} on ${s.choice.probeEpisodes} train-split episodes, played at the start and every ${s.choice.probeEvery} steps`
      : `its greedy policy agrees with the expert over whole episodes in ${pct(s.choice.target)}
    of its last ${s.choice.window} episodes (measured before training on them)`}${targetsAndLimits(s.choice)}, so that RL has room left:
-   ${Object.entries(f.choice.environments).map(([env, e]) => `${env} ${e.episodes} episodes (${e.stoppedBy === 'target' ? `stopped at ${pct(e.estimate)}` : `${e.stoppedBy === 'step limit' ? 'stopped at its step limit' : 'to the end'}, last ${pct(e.estimate)}`})`).join(', ')}${f.choice.cutShortBy ? `; it ended after ${f.choice.steps} steps (${f.choice.cutShortBy === 'time budget' ? `its time budget of ${s.choice.maxSeconds / 60} minutes` : '--choice-stop-after'})` : ''}.
+   ${Object.entries(f.choice.environments).map(([env, e]) => `${env} ${e.episodes} episodes (${choiceOutcome(e)})`).join(', ')}${f.choice.cutShortBy ? `; it ended after ${f.choice.steps} steps (${f.choice.cutShortBy === 'time budget' ? `its time budget of ${s.choice.maxSeconds / 60} minutes` : '--choice-stop-after'})` : ''}.
 
 Both stages took ${(f.trainSeconds / 60).toFixed(0)} minutes on ${f.adapterName}.
 
@@ -113,4 +113,11 @@ function targetsAndLimits(choice: { targetFor: Record<string, number>; maxStepsF
     ...Object.entries(choice.maxStepsFor).map(([env, steps]) => `${env} trains ${steps} step${steps === 1 ? '' : 's'} at most`),
   ];
   return parts.length > 0 ? ` (${parts.join('; ')})` : '';
+}
+
+/** How one environment's choice training ended and its last estimate, in words. */
+function choiceOutcome(e: ChoiceStageSummary['environments'][string]): string {
+  const last = e.estimate === null ? 'not measured' : `last ${pct(e.estimate)}`;
+  if (e.stoppedBy === 'target') return `stopped at ${pct(e.estimate!)}`;
+  return `${e.stoppedBy === 'step limit' ? 'stopped at its step limit' : 'to the end'}, ${last}`;
 }

@@ -132,4 +132,22 @@ describe('default model: the choice stage', () => {
     });
     expect(logs).toContain('choice stage: south stops after 1 step (its step limit)');
   });
+
+  test('an environment with a step limit of 0 trains no step and is never measured', async () => {
+    const model = await tinyTrainable();
+    const probes: string[] = [];
+    const summary = await choiceStage(model, episodes, { ...options, maxStepsFor: { north: 0, south: 0 }, probeEpisodes: 3 }, quiet, {
+      play: async (env) => {
+        probes.push(env);
+        return 0;
+      },
+    });
+    model.dispose();
+    expect(probes).toEqual([]);
+    expect(summary).toEqual({
+      steps: 0,
+      cutShortBy: null,
+      environments: { north: { episodes: 0, estimate: null, stoppedBy: 'step limit' }, south: { episodes: 0, estimate: null, stoppedBy: 'step limit' } },
+    });
+  });
 });
