@@ -117,7 +117,6 @@ function targetsAndLimits(choice: { targetFor: Record<string, number>; maxStepsF
 
 /** How one environment's choice training ended and its last estimate, in words. */
 function choiceOutcome(e: ChoiceStageSummary['environments'][string]): string {
-  const last = e.estimate === null ? 'not measured' : `last ${pct(e.estimate)}`;
   if (e.stoppedBy === 'target') return `stopped at ${pct(e.estimate!)}`;
-  return `${e.stoppedBy === 'step limit' ? 'stopped at its step limit' : 'to the end'}, ${last}`;
+  return `${e.stoppedBy === 'step limit' ? 'stopped at its step limit' : 'to the end'}, ${e.estimate === null ? 'not measured' : `last ${pct(e.estimate)}`}`;
 }
