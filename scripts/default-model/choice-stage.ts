@@ -16,7 +16,7 @@
 //   - agreement (free): before each step the batch's states are scored anyway (π is needed for g),
 //     so each environment's greedy agreement with the expert over whole episodes it has not been
 //     trained on (until its episodes come round again) is known, over its last `window` episodes.
-//     It is what the committed default model was made with, and it is biased both ways: the data's
+//     It is what the default model of commit e5a2435 was made with, and it is biased both ways: the data's
 //     noisy states are not the ones the greedy policy reaches, and one wrong step of many fails the
 //     agreement without failing the task (support-desk stopped at 50% and measured 18% in one
 //     build, stopped at 46% and measured 83% in another).

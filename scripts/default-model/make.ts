@@ -79,13 +79,13 @@ const { values, tokens: argTokens } = parseArgs({
     // keys offered before answering, is left for it to learn).
     'choice-target-for': { type: 'string', default: '' },
     'choice-steps-for': { type: 'string', default: '' },
-    // Episodes that estimate is over. 12 is noisy: the committed model's tool-use stopped at an
+    // Episodes that estimate is over. 12 is noisy: e5a2435's default model's tool-use stopped at an
     // estimated 50% while its test success was 25% (at chance on both copies). A larger window stops
     // an environment later and closer to the target, at the cost of more choice steps.
     'choice-window': { type: 'string', default: '12' },
     // Estimate by playing instead: every --choice-probe-every steps, each environment still training
     // plays N greedy train-split episodes (on fixed seeds) and stops once their success reaches
-    // --choice-target. 0 (the default) keeps the agreement estimate the committed model was made with.
+    // --choice-target. 0 (the default) keeps the agreement estimate e5a2435's default model was made with.
     'choice-probe': { type: 'string', default: '0' },
     'choice-probe-every': { type: 'string', default: '10' },
     // 2048 makes most keys, names and numbers one or two tokens: shorter transcripts, easier copying.

@@ -24,7 +24,7 @@ function outsideBand(baseline: EvaluationReport[]): string {
   const low = baseline.filter((r) => r.successRate.value < 0.2).map((r) => `${r.env} (${pct(r.successRate.value)})`);
   const high = baseline.filter((r) => r.successRate.value > 0.7).map((r) => `${r.env} (${pct(r.successRate.value)})`);
   const parts = [
-    ...(low.length > 0 ? [`below 20% on ${low.join(', ')}: RL there starts from rare successes and learns slowly`] : []),
+    ...(low.length > 0 ? [`below 20% on ${low.join(', ')}: RL there starts from fewer successes`] : []),
     ...(high.length > 0 ? [`above 70% on ${high.join(', ')}: little room left for RL to show`] : []),
   ];
   return parts.length > 0 ? `- Its baseline is outside the 20–70% it is meant to start RL from: ${parts.join('; ')}.\n` : '';
