@@ -119,7 +119,8 @@ test('trains in a Worker: the charts fill, pause and resume, and a reload resume
   const files = unzipSync(zipBytes);
   expect(Object.keys(files).sort()).toEqual(['adapter_config.json', 'adapter_model.safetensors']);
   const config = JSON.parse(new TextDecoder().decode(files['adapter_config.json']));
-  expect(config).toMatchObject({ peft_type: 'LORA', r: 8, lora_alpha: 16 });
+  // PEFT's name for the base: the folder's name, not the dev server's URL.
+  expect(config).toMatchObject({ peft_type: 'LORA', r: 8, lora_alpha: 16, base_model_name_or_path: 'stories260K' });
   const tensors = parseSafetensors(files['adapter_model.safetensors'], 'adapter_model.safetensors');
   // stories260K: hidden 64, 8 heads and 4 KV heads of 8, MLP 172, 5 layers; 7 projections x A and B.
   expect(tensors.size).toBe(5 * 7 * 2);

@@ -56,7 +56,13 @@ describe('Hub ids', () => {
     expect(formatHubId(parseHubId('hf:a/b'))).toBe('hf:a/b');
     expect(formatHubId(parseHubId('hf:a/b@dev'))).toBe('hf:a/b@dev');
     expect(peftBaseModelName('hf:a/b@dev')).toBe('a/b');
-    expect(peftBaseModelName('/models/x')).toBe('/models/x');
+    // Anything else by its folder's name, as PEFT reads a local model: never this machine's URL or path.
+    expect(peftBaseModelName('hf:a/b')).toBe('a/b');
+    expect(peftBaseModelName('http://127.0.0.1:5173/models/rlplay-agent-mini/')).toBe('rlplay-agent-mini');
+    expect(peftBaseModelName('https://example.org/my%20model')).toBe('my model');
+    expect(peftBaseModelName('folder:stories260K/')).toBe('stories260K');
+    expect(peftBaseModelName('/home/me/models/x')).toBe('x');
+    expect(peftBaseModelName('C:\\models\\x\\')).toBe('x');
   });
 
   it('rejects malformed ids with the expected form', () => {

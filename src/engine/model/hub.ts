@@ -111,11 +111,27 @@ export function formatHubId(id: HubId): string {
   return `${HUB_PREFIX}${id.owner}/${id.repo}${id.revision === 'main' ? '' : `@${id.revision}`}`;
 }
 
-/** What PEFT's base_model_name_or_path wants for a model location: `OWNER/REPO` for a Hub id, else the location. */
+/**
+ * What PEFT's base_model_name_or_path wants for a model location: `OWNER/REPO` for a Hub id (any
+ * revision), else the folder's name, the last segment of its URL or path — never a URL or a path
+ * that names this machine, which means nothing to whoever loads the adapter.
+ */
 export function peftBaseModelName(location: string): string {
-  if (!isHubId(location)) return location;
-  const { owner, repo } = parseHubId(location);
-  return `${owner}/${repo}`;
+  if (isHubId(location)) {
+    const { owner, repo } = parseHubId(location);
+    return `${owner}/${repo}`;
+  }
+  // A scheme of two letters or more (a one-letter one is a Windows drive): http(s) URLs, `folder:NAME/`.
+  const isUrl = /^[a-z][a-z0-9+.-]+:/i.test(location) && URL.canParse(location);
+  const path = isUrl ? new URL(location).pathname : location;
+  const name = path.split(/[\\/]/).filter(Boolean).pop();
+  if (!name) return location;
+  if (!isUrl) return name;
+  try {
+    return decodeURIComponent(name);
+  } catch {
+    return name;
+  }
 }
 
 /** Why a Hub download failed, for callers that react to it (ask for a token, offer to retry). */
