@@ -8,30 +8,21 @@
 // of the built-in environments and a value head that starts at 0, that keeps the first steps sane.
 import { normalizeAdvantages } from './advantages.ts';
 import { episodeMetrics, episodeSeeds, gaeItems, lossMetrics, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
+import { annealLearningRateSetting, defaultsOf, entropyCoefSetting, episodesPerUpdateSetting, gaeLambdaSetting, gammaSetting, learningRateSetting, normalizeAdvantagesSetting, valueCoefSetting, type SettingsOf, type SettingsSchema } from './settings.ts';
 
-export interface A2cConfig {
-  episodesPerUpdate: number;
-  gamma: number;
-  /** GAE λ (1: Monte-Carlo return minus the value). */
-  gaeLambda: number;
-  valueCoef: number;
-  entropyCoef: number;
-  normalizeAdvantages: boolean;
-  learningRate: number;
-  /** Decay the learning rate linearly over the run's updates (see updateLearningRate in run.ts). */
-  annealLearningRate: boolean;
-}
+export const A2C_SETTINGS = {
+  episodesPerUpdate: episodesPerUpdateSetting(8),
+  gamma: gammaSetting(1),
+  gaeLambda: gaeLambdaSetting(1),
+  valueCoef: valueCoefSetting(0.5),
+  entropyCoef: entropyCoefSetting(0.01),
+  normalizeAdvantages: normalizeAdvantagesSetting(true),
+  learningRate: learningRateSetting(3e-3),
+  annealLearningRate: annealLearningRateSetting(true),
+} satisfies SettingsSchema;
 
-export const A2C_DEFAULTS: A2cConfig = {
-  episodesPerUpdate: 8,
-  gamma: 1,
-  gaeLambda: 1,
-  valueCoef: 0.5,
-  entropyCoef: 0.01,
-  normalizeAdvantages: true,
-  learningRate: 3e-3,
-  annealLearningRate: true,
-};
+export type A2cConfig = SettingsOf<typeof A2C_SETTINGS>;
+export const A2C_DEFAULTS: A2cConfig = defaultsOf(A2C_SETTINGS);
 
 export function a2c(config: A2cConfig = A2C_DEFAULTS): Algorithm {
   return {

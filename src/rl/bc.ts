@@ -4,23 +4,17 @@
 // episodes ('successes': filtered BC, for environments without an expert). With the expert, the
 // states come from the expert's own episodes (no DAgger-style relabelling).
 import { episodeMetrics, episodeSeeds, lossMetrics, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
+import { annealLearningRateSetting, defaultsOf, enumSetting, episodesPerUpdateSetting, learningRateSetting, type SettingsOf, type SettingsSchema } from './settings.ts';
 
-export interface BcConfig {
-  /** Whose episodes are imitated. */
-  source: 'expert' | 'successes';
-  /** Episodes played per update. */
-  episodesPerUpdate: number;
-  learningRate: number;
-  /** Decay the learning rate linearly over the run's updates (see updateLearningRate in run.ts). */
-  annealLearningRate: boolean;
-}
+export const BC_SETTINGS = {
+  source: enumSetting('expert', ['expert', 'successes'], 'Imitate the scripted expert (every built-in has one; a custom environment needs expertAction()), or the run’s own successful episodes.'),
+  episodesPerUpdate: episodesPerUpdateSetting(8),
+  learningRate: learningRateSetting(3e-3),
+  annealLearningRate: annealLearningRateSetting(true),
+} satisfies SettingsSchema;
 
-export const BC_DEFAULTS: BcConfig = {
-  source: 'expert',
-  episodesPerUpdate: 8,
-  learningRate: 3e-3,
-  annealLearningRate: true,
-};
+export type BcConfig = SettingsOf<typeof BC_SETTINGS>;
+export const BC_DEFAULTS: BcConfig = defaultsOf(BC_SETTINGS);
 
 export function bc(config: BcConfig = BC_DEFAULTS): Algorithm {
   return {

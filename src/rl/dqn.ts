@@ -17,45 +17,27 @@ import type { TrainBatch } from '../engine/train/batch.ts';
 import type { Trainer } from '../engine/train/trainer.ts';
 import type { Model } from '../engine/model.ts';
 import { episodeMetrics, episodeSeeds, lossMetrics, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
+import { annealLearningRateSetting, defaultsOf, episodesPerUpdateSetting, gammaSetting, integerSetting, learningRateSetting, numberSetting, type SettingsOf, type SettingsSchema } from './settings.ts';
 import { epsilonGreedy, linearSchedule, ReplayBuffer, tdTargets } from './td.ts';
 
-export interface DqnConfig {
-  /** Episodes played (and stored as transitions) per update. */
-  episodesPerUpdate: number;
-  gamma: number;
-  bufferSize: number;
-  /** Transitions per gradient step. */
-  batchSize: number;
-  /** Gradient steps per update. */
-  gradientSteps: number;
-  /** Transitions in the buffer before training starts. */
-  learningStarts: number;
-  /** Updates between refreshes of the target network. */
-  targetUpdateInterval: number;
-  epsilonStart: number;
-  epsilonEnd: number;
-  /** Episodes over which ε decays from start to end. */
-  explorationEpisodes: number;
-  learningRate: number;
-  /** Decay the learning rate linearly over the run's updates (see updateLearningRate in run.ts). */
-  annealLearningRate: boolean;
-}
-
-export const DQN_DEFAULTS: DqnConfig = {
-  episodesPerUpdate: 8,
-  gamma: 0.99,
-  bufferSize: 10_000,
-  batchSize: 16,
-  gradientSteps: 2,
-  learningStarts: 16,
-  targetUpdateInterval: 4,
-  epsilonStart: 1,
-  epsilonEnd: 0.05,
-  explorationEpisodes: 500,
-  learningRate: 1e-3,
+export const DQN_SETTINGS = {
+  episodesPerUpdate: episodesPerUpdateSetting(8),
+  gamma: gammaSetting(0.99),
+  bufferSize: integerSetting(10_000, 'Transitions kept in the replay buffer.', { min: 1, unit: 'transitions' }),
+  batchSize: integerSetting(16, 'Transitions per gradient step.', { min: 1, unit: 'transitions' }),
+  gradientSteps: integerSetting(2, 'Gradient steps per update.', { min: 1, unit: 'steps' }),
+  learningStarts: integerSetting(16, 'Transitions collected before learning starts.', { min: 0, unit: 'transitions' }),
+  targetUpdateInterval: integerSetting(4, 'Updates between copies of the Q network to its target.', { min: 1, unit: 'updates' }),
+  epsilonStart: numberSetting(1, 'Share of random actions at the start.', { min: 0, max: 1 }),
+  epsilonEnd: numberSetting(0.05, 'Share of random actions after exploration.', { min: 0, max: 1 }),
+  explorationEpisodes: integerSetting(500, 'Episodes over which random actions fade from the start share to the end share.', { min: 1, unit: 'episodes' }),
+  learningRate: learningRateSetting(1e-3),
   // As CleanRL's DQN: a constant rate; its schedule is ε's.
-  annealLearningRate: false,
-};
+  annealLearningRate: annealLearningRateSetting(false),
+} satisfies SettingsSchema;
+
+export type DqnConfig = SettingsOf<typeof DQN_SETTINGS>;
+export const DQN_DEFAULTS: DqnConfig = defaultsOf(DQN_SETTINGS);
 
 interface Transition {
   context: number[];

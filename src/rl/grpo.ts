@@ -9,33 +9,21 @@
 // One optimiser step per update, on-policy, so PPO's ratio clipping is the identity and is left out.
 import { episodeMetrics, lossMetrics, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
 import { groupAdvantages } from './group-advantages.ts';
+import { annealLearningRateSetting, booleanSetting, defaultsOf, integerSetting, learningRateSetting, numberSetting, type SettingsOf, type SettingsSchema } from './settings.ts';
 
-export interface GrpoConfig {
-  /** Reset seeds (groups) per update. */
-  groupsPerUpdate: number;
-  /** Episodes per group, all from the group's reset seed. */
-  groupSize: number;
-  /** Weight β of the KL penalty to the reference model (0: none, and no reference scoring). */
-  klCoefficient: number;
-  /** Divide advantages by the group's standard deviation (GRPO) or only centre them (Dr. GRPO). */
-  scaleByStd: boolean;
-  /** AdamW learning rate. */
-  learningRate: number;
-  /** Decay the learning rate linearly over the run's updates (see updateLearningRate in run.ts). */
-  annealLearningRate: boolean;
-}
+export const GRPO_SETTINGS = {
+  groupsPerUpdate: integerSetting(2, 'Groups played per update; each group shares one task (reset seed).', { min: 1, unit: 'groups' }),
+  groupSize: integerSetting(4, 'Attempts per group, compared with each other (at least 2: a lone episode has nothing to be compared with).', { min: 2, unit: 'episodes' }),
+  klCoefficient: numberSetting(0.04, 'Penalty β for drifting from the base model (0: none, and no reference scoring).', { min: 0 }),
+  scaleByStd: booleanSetting(true, 'Divide group advantages by their deviation (off: Dr. GRPO, which only centres them).'),
+  learningRate: learningRateSetting(3e-3),
+  annealLearningRate: annealLearningRateSetting(true),
+} satisfies SettingsSchema;
 
-export const GRPO_DEFAULTS: GrpoConfig = {
-  groupsPerUpdate: 2,
-  groupSize: 4,
-  klCoefficient: 0.04,
-  scaleByStd: true,
-  learningRate: 3e-3,
-  annealLearningRate: true,
-};
+export type GrpoConfig = SettingsOf<typeof GRPO_SETTINGS>;
+export const GRPO_DEFAULTS: GrpoConfig = defaultsOf(GRPO_SETTINGS);
 
 export function grpo(config: GrpoConfig = GRPO_DEFAULTS): Algorithm {
-  if (config.groupSize < 2) throw new RangeError('GRPO needs at least 2 episodes per group: a lone episode has nothing to be compared with');
   return {
     name: 'grpo',
     modes: ['choice', 'text'],

@@ -1,11 +1,12 @@
-// The algorithms by name, with their defaults, for the CLI, the app and the benchmarks.
-import { a2c, A2C_DEFAULTS } from './a2c.ts';
-import type { Algorithm, AlgorithmName } from './algorithm.ts';
-import { bc, BC_DEFAULTS } from './bc.ts';
-import { dqn, DQN_DEFAULTS } from './dqn.ts';
-import { grpo, GRPO_DEFAULTS } from './grpo.ts';
-import { ppo, PPO_DEFAULTS } from './ppo.ts';
-import { reinforce, REINFORCE_DEFAULTS } from './reinforce.ts';
+// The algorithms by name, with their settings schemas and defaults, for the CLI, the app and the benchmarks.
+import { a2c, A2C_DEFAULTS, A2C_SETTINGS } from './a2c.ts';
+import { ALGORITHMS, type Algorithm, type AlgorithmName } from './algorithm.ts';
+import { bc, BC_DEFAULTS, BC_SETTINGS } from './bc.ts';
+import { dqn, DQN_DEFAULTS, DQN_SETTINGS } from './dqn.ts';
+import { grpo, GRPO_DEFAULTS, GRPO_SETTINGS } from './grpo.ts';
+import { ppo, PPO_DEFAULTS, PPO_SETTINGS } from './ppo.ts';
+import { reinforce, REINFORCE_DEFAULTS, REINFORCE_SETTINGS } from './reinforce.ts';
+import { checkSettings, closestName, SettingError, type SettingsSchema } from './settings.ts';
 
 export { ALGORITHMS, type AlgorithmName } from './algorithm.ts';
 
@@ -17,6 +18,16 @@ export const ALGORITHM_DEFAULTS = {
   dqn: DQN_DEFAULTS,
   bc: BC_DEFAULTS,
 } as const;
+
+/** Each algorithm's settings: default, doc, type and range (src/rl/settings.ts). */
+export const ALGORITHM_SETTINGS: Record<AlgorithmName, SettingsSchema> = {
+  ppo: PPO_SETTINGS,
+  a2c: A2C_SETTINGS,
+  reinforce: REINFORCE_SETTINGS,
+  grpo: GRPO_SETTINGS,
+  dqn: DQN_SETTINGS,
+  bc: BC_SETTINGS,
+};
 
 /**
  * Version of the defaults above. A run and a share link record only the settings that differ from
@@ -44,17 +55,24 @@ export function settingsAsOf(algo: string, version: number, overrides: Record<st
   return { ...earlier[algo as AlgorithmName], ...overrides };
 }
 
-/** An algorithm with its defaults, some overridden (unknown or mistyped settings are errors). */
-export function makeAlgorithm(name: AlgorithmName, overrides: Record<string, unknown> = {}): Algorithm {
-  const defaults = ALGORITHM_DEFAULTS[name] as unknown as Record<string, unknown>;
-  if (!defaults) throw new RangeError(`unknown algorithm ${JSON.stringify(name)}; choose one of ${Object.keys(ALGORITHM_DEFAULTS).join(', ')}`);
-  for (const [key, value] of Object.entries(overrides)) {
-    if (!(key in defaults)) throw new RangeError(`${name} has no setting ${JSON.stringify(key)}; its settings: ${Object.keys(defaults).join(', ')}`);
-    const expected = defaults[key] === null ? typeof value : typeof defaults[key];
-    if (typeof value !== expected && !(value === null && defaults[key] === null)) throw new RangeError(`${name} setting ${key} must be a ${expected}, got ${JSON.stringify(value)}`);
+/**
+ * Refuses an unknown algorithm, an unknown setting (naming the closest) and a value of the wrong type
+ * or out of range (naming the range and the fix), wherever the settings come from: `--set`, a run's
+ * run.json, a share link, the app's Train card.
+ */
+export function checkAlgorithmSettings(name: string, overrides: Record<string, unknown>): asserts name is AlgorithmName {
+  if (!Object.hasOwn(ALGORITHM_SETTINGS, name)) {
+    const closest = closestName(name, ALGORITHMS);
+    throw new SettingError(`unknown algorithm ${JSON.stringify(name)}${closest ? `; did you mean ${closest}?` : ''} (choose one of ${ALGORITHMS.join(', ')})`);
   }
-  // Checked above key by key against the defaults' types.
-  const config = { ...defaults, ...overrides } as never;
+  checkSettings(name, ALGORITHM_SETTINGS[name as AlgorithmName], overrides);
+}
+
+/** An algorithm with its defaults, some overridden (checked by checkAlgorithmSettings). */
+export function makeAlgorithm(name: AlgorithmName, overrides: Record<string, unknown> = {}): Algorithm {
+  checkAlgorithmSettings(name, overrides);
+  // Checked above setting by setting against the schema.
+  const config = { ...ALGORITHM_DEFAULTS[name], ...overrides } as never;
   switch (name) {
     case 'ppo':
       return ppo(config);

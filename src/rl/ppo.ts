@@ -17,59 +17,35 @@
 import { mulberry32 } from '../common/random.ts';
 import { normalizeAdvantages } from './advantages.ts';
 import { episodeMetrics, episodeSeeds, gaeItems, lossMetrics, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
+import {
+  annealLearningRateSetting, defaultsOf, entropyCoefSetting, episodesPerUpdateSetting, gaeLambdaSetting, gammaSetting, integerSetting, learningRateSetting,
+  normalizeAdvantagesSetting, numberSetting, optionalNumberSetting, valueCoefSetting, type SettingsOf, type SettingsSchema,
+} from './settings.ts';
 
-export interface PpoConfig {
-  /** Episodes collected per update. */
-  episodesPerUpdate: number;
-  /** Passes over the collected steps per update. */
-  updateEpochs: number;
-  /** Minibatches per epoch, each of whole episodes (so at most one per episode). */
-  numMinibatches: number;
-  gamma: number;
-  /** GAE λ. */
-  gaeLambda: number;
-  /** Surrogate clipping coefficient ε. */
-  clipCoef: number;
-  /** Clip range of the value update around the old value (0: no clipping). */
-  valueClip: number;
-  /** Value loss coefficient c_V. */
-  valueCoef: number;
-  /** Entropy bonus coefficient c_H. */
-  entropyCoef: number;
-  /** KL-to-reference coefficient β (its start, when adaptive). 0: no reference model at all. */
-  klCoef: number;
-  /** Adapt β towards this per-episode KL to the reference (null: β stays fixed). */
-  klTarget: number | null;
-  /** Stop an update's epochs once the approx KL(π_old‖π) of a minibatch exceeds 1.5 × this (null: never). */
-  targetKl: number | null;
-  /** Normalise advantages per minibatch. */
-  normalizeAdvantages: boolean;
-  learningRate: number;
-  /** Decay the learning rate linearly over the run's updates (see updateLearningRate in run.ts). */
-  annealLearningRate: boolean;
-}
-
-export const PPO_DEFAULTS: PpoConfig = {
-  episodesPerUpdate: 8,
-  updateEpochs: 2,
-  numMinibatches: 2,
-  gamma: 1,
-  gaeLambda: 0.95,
-  clipCoef: 0.2,
-  valueClip: 0.2,
-  valueCoef: 0.5,
-  entropyCoef: 0.01,
-  klCoef: 0.02,
-  klTarget: null,
-  targetKl: 0.05,
-  normalizeAdvantages: true,
+export const PPO_SETTINGS = {
+  episodesPerUpdate: episodesPerUpdateSetting(8),
+  updateEpochs: integerSetting(2, 'Passes over the same episodes in each update.', { min: 1, unit: 'passes' }),
+  numMinibatches: integerSetting(2, 'Pieces each pass is split into, one optimiser step each; each holds whole episodes (so at most one per episode).', { min: 1, unit: 'minibatches' }),
+  gamma: gammaSetting(1),
+  gaeLambda: gaeLambdaSetting(0.95),
+  clipCoef: numberSetting(0.2, 'Surrogate clipping ε: how far one update may move an action’s probability ratio.', { min: 0, exclusiveMin: true }),
+  valueClip: numberSetting(0.2, 'How far one update may move the value estimate from the old one (0: no clipping).', { min: 0 }),
+  valueCoef: valueCoefSetting(0.5),
+  entropyCoef: entropyCoefSetting(0.01),
+  klCoef: numberSetting(0.02, 'Penalty β for drifting from the base model (its start, when adaptive; 0: no reference model at all).', { min: 0 }),
+  klTarget: optionalNumberSetting(null, 'Adaptive KL: β is tuned to keep the per-episode KL to the base model near this.', 'β stays fixed', { min: 0, exclusiveMin: true }),
+  targetKl: optionalNumberSetting(0.05, 'Stop an update’s passes early once a minibatch’s approx KL to the old policy exceeds 1.5 × this.', 'never stop early', { min: 0, exclusiveMin: true }),
+  normalizeAdvantages: normalizeAdvantagesSetting(true),
   // A third of REINFORCE's and GRPO's: PPO takes updateEpochs × numMinibatches optimiser steps per
   // update where they take one, so at their rate it moves four times as far on the same noisy
   // gradients. On the copy-number probe (docs/training.md) it learned nothing annealed from 3e-3
   // (37% → 35%) and as much as behaviour cloning annealed from 1e-3 (37% → 72.5%).
-  learningRate: 1e-3,
-  annealLearningRate: true,
-};
+  learningRate: learningRateSetting(1e-3),
+  annealLearningRate: annealLearningRateSetting(true),
+} satisfies SettingsSchema;
+
+export type PpoConfig = SettingsOf<typeof PPO_SETTINGS>;
+export const PPO_DEFAULTS: PpoConfig = defaultsOf(PPO_SETTINGS);
 
 export function ppo(config: PpoConfig = PPO_DEFAULTS): Algorithm {
   let klCoef = config.klCoef;

@@ -7,30 +7,19 @@
 import type { PolicyStep, UpdateItem } from '../agent/policy.ts';
 import { discountedReturns, normalizeAdvantages, RunningMean } from './advantages.ts';
 import { episodeMetrics, episodeSeeds, lossMetrics, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
+import { annealLearningRateSetting, defaultsOf, episodesPerUpdateSetting, gammaSetting, learningRateSetting, normalizeAdvantagesSetting, numberSetting, type SettingsOf, type SettingsSchema } from './settings.ts';
 
-export interface ReinforceConfig {
-  /** Episodes collected per policy update. */
-  episodesPerUpdate: number;
-  /** Discount of future rewards. */
-  gamma: number;
-  /** AdamW learning rate. */
-  learningRate: number;
-  /** Decay the learning rate linearly over the run's updates (see updateLearningRate in run.ts). */
-  annealLearningRate: boolean;
-  /** Normalise the advantages of each update to zero mean and unit variance. */
-  normalizeAdvantages: boolean;
-  /** Decay of the running-mean baseline of episode returns. */
-  baselineDecay: number;
-}
+export const REINFORCE_SETTINGS = {
+  episodesPerUpdate: episodesPerUpdateSetting(8),
+  gamma: gammaSetting(1),
+  learningRate: learningRateSetting(3e-3),
+  annealLearningRate: annealLearningRateSetting(true),
+  normalizeAdvantages: normalizeAdvantagesSetting(true),
+  baselineDecay: numberSetting(0.9, 'How slowly the running-mean baseline follows new episode returns (0: the latest return alone).', { min: 0, max: 1 }),
+} satisfies SettingsSchema;
 
-export const REINFORCE_DEFAULTS: ReinforceConfig = {
-  episodesPerUpdate: 8,
-  gamma: 1,
-  learningRate: 3e-3,
-  annealLearningRate: true,
-  normalizeAdvantages: true,
-  baselineDecay: 0.9,
-};
+export type ReinforceConfig = SettingsOf<typeof REINFORCE_SETTINGS>;
+export const REINFORCE_DEFAULTS: ReinforceConfig = defaultsOf(REINFORCE_SETTINGS);
 
 export function reinforce(config: ReinforceConfig = REINFORCE_DEFAULTS): Algorithm {
   let baseline = new RunningMean({ decay: config.baselineDecay });

@@ -18,8 +18,9 @@ import { Trainer } from '../engine/train/trainer.ts';
 import { ValueHead } from '../engine/train/value-head.ts';
 import type { EnvModule } from '../env/types.ts';
 import { StoreError, type StepInput, type TrajectoryStore } from '../store/types.ts';
-import { ALGORITHM_DEFAULTS, DEFAULTS_VERSION, makeAlgorithm, settingsAsOf, type AlgorithmName } from './index.ts';
+import { DEFAULTS_VERSION, makeAlgorithm, settingsAsOf, type AlgorithmName } from './index.ts';
 import type { Algorithm } from './algorithm.ts';
+import { booleanSetting, checkSettings, defaultsOf, enumSetting, integerSetting, numberSetting, type SettingsSchema } from './settings.ts';
 
 /** Everything that defines a run (stored with it, JSON). */
 export interface TrainConfig {
@@ -61,15 +62,23 @@ export interface TrainConfig {
  */
 export const FIRST_RUN_EPISODES = 256;
 
+/** The run's own scalar settings (the LoRA settings are checked by the engine, validateLoraSettings). */
+export const RUN_SETTINGS = {
+  episodes: integerSetting(FIRST_RUN_EPISODES, 'Episodes to play in total.', { min: 1, unit: 'episodes' }),
+  mode: enumSetting('choice', ['choice', 'text'], 'choice: a softmax over the listed valid actions; text: the model writes its actions.'),
+  seed: integerSetting(0, 'Seed of the adapter, the episodes and the sampling.', { min: 0 }),
+  difficulty: integerSetting(1, 'Difficulty level of the instances.', { min: 1, max: 3 }),
+  format: enumSetting('plain', ['plain', 'chat'], 'The transcript: plain text, or the model’s chat template.'),
+  lengthNormalize: booleanSetting(true, 'Choice mode: score actions by their mean token log-prob (off: summed, which penalises long actions).'),
+  temperature: numberSetting(1, 'Sampling temperature (choice mode: τ of the softmax over the valid actions; below 1 sharper).', { min: 0, exclusiveMin: true }),
+  maxActionTokens: integerSetting(32, 'Text mode: the longest action.', { min: 1, unit: 'tokens' }),
+  microBatch: integerSetting(16, 'Training sequences per forward/backward.', { min: 1, unit: 'sequences' }),
+} satisfies SettingsSchema;
+
+const { episodes: _firstRunEpisodes, ...RUN_DEFAULTS } = defaultsOf(RUN_SETTINGS);
+
 export const TRAIN_DEFAULTS: Omit<TrainConfig, 'model' | 'env' | 'algo' | 'episodes'> = {
-  mode: 'choice',
-  seed: 0,
-  difficulty: 1,
-  format: 'plain',
-  lengthNormalize: true,
-  temperature: 1,
-  maxActionTokens: 32,
-  microBatch: 16,
+  ...RUN_DEFAULTS,
   lora: { r: 8, alpha: 16, targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'], rslora: false, dropout: 0, layers: null },
   algorithm: {},
   defaultsVersion: DEFAULTS_VERSION,
@@ -154,7 +163,7 @@ export function updateLearningRate(algorithm: Pick<Algorithm, 'learningRate' | '
 
 /** Trains (or resumes) run `runId` in `store`. */
 export async function trainRun(model: Model, env: EnvModule, store: TrajectoryStore, runId: string, requested: TrainConfig, hooks: RunHooks = {}): Promise<RunOutcome> {
-  if (!(requested.episodes > 0)) throw new RangeError(`--episodes must be a positive number, got ${requested.episodes}`);
+  checkSettings('run', RUN_SETTINGS, Object.fromEntries(Object.keys(RUN_SETTINGS).map((key) => [key, requested[key as keyof TrainConfig]])));
   // 1. The run: new, or resumed with the same settings and the defaults it was made with.
   const existing = await store.getRun(runId);
   const stored = existing?.config as unknown as TrainConfig | undefined;
@@ -259,11 +268,6 @@ export async function trainRun(model: Model, env: EnvModule, store: TrajectorySt
     trainer.dispose();
     valueHead.dispose();
   }
-}
-
-/** The training defaults with the algorithm's own, for display (e.g. `rlplay train --help`). */
-export function describeDefaults(algo: AlgorithmName): Record<string, unknown> {
-  return { ...ALGORITHM_DEFAULTS[algo] };
 }
 
 /**

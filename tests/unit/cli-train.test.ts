@@ -196,3 +196,20 @@ describe.skipIf(!existsSync(STORIES260K_DIR))('rlplay train, collect and export'
     expect(unknown.stderr).toMatch(/tool-use/);
   });
 });
+
+describe('rlplay train refuses a setting out of its range before it plays anything', () => {
+  test.each([
+    ['reinforce', 'episodesPerUpdate=0', 'reinforce setting episodesPerUpdate must be an integer ≥ 1 (got 0): set episodesPerUpdate=1 or more'],
+    ['grpo', 'groupsPerUpdate=0', 'grpo setting groupsPerUpdate must be an integer ≥ 1 (got 0): set groupsPerUpdate=1 or more'],
+    ['ppo', 'updateEpochs=0', 'ppo setting updateEpochs must be an integer ≥ 1 (got 0): set updateEpochs=1 or more'],
+    ['reinforce', 'episodesPerUpdate=2.5', 'reinforce setting episodesPerUpdate must be an integer ≥ 1 (got 2.5): set a whole number, e.g. episodesPerUpdate=3'],
+    ['ppo', 'episodesPerUpdat=4', 'ppo has no setting "episodesPerUpdat"; did you mean episodesPerUpdate?'],
+  ])('%s --set %s', async (algo, setting, message) => {
+    const folder = await mkdtemp(join(tmpdir(), 'rlplay-cli-settings-'));
+    const { code, stderr } = await rlplay('train', '--env', 'tool-use', '--algo', algo, '--episodes', '8', '--set', setting, '--out', join(folder, 'run'));
+    expect(stderr).toContain(message);
+    expect(code).toBe(1);
+    expect(readdirSync(folder)).toEqual([]);
+    await rm(folder, { recursive: true });
+  });
+});

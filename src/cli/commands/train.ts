@@ -13,9 +13,10 @@ import { ADAPTER_CONFIG, ADAPTER_WEIGHTS, peftAdapterFiles } from '../../engine/
 import type { Model } from '../../engine/model.ts';
 import { openAdapterSource } from '../../engine/model/source-node.ts';
 import type { EnvModule } from '../../env/types.ts';
-import { ALGORITHMS, ALGORITHM_DEFAULTS, type AlgorithmName } from '../../rl/index.ts';
+import { ALGORITHM_SETTINGS, ALGORITHMS, checkAlgorithmSettings, type AlgorithmName } from '../../rl/index.ts';
 import { describeChange, evaluatePolicy, pairedChange, type EvaluationReport } from '../../rl/evaluate.ts';
 import { importAdapterRun, TRAIN_DEFAULTS, trainRun, type TrainConfig } from '../../rl/run.ts';
+import { describeAllowed } from '../../rl/settings.ts';
 import { FileTrajectoryStore } from '../../store/files.ts';
 import { actingSettings, addAgentOptions, checkAgentFlags, loadEnvironment, type AgentFlags } from '../agent-options.ts';
 import { DEFAULT_MODEL_DIR, loadModelForCli, MODEL_HELP } from '../load.ts';
@@ -51,6 +52,17 @@ function collectSetting(value: string, previous: Record<string, unknown>): Recor
   return { ...previous, [value.slice(0, eq)]: parsed };
 }
 
+/** Each algorithm's settings, one per line: name, default, allowed values and unit, doc. */
+function settingsTable(): string {
+  return Object.entries(ALGORITHM_SETTINGS)
+    .map(([algo, schema]) => {
+      const rows = Object.entries(schema).map(([name, setting]) => [name, JSON.stringify(setting.default), `${describeAllowed(setting)}${setting.unit ? `, ${setting.unit}` : ''}`, setting.doc]);
+      const width = (column: number) => Math.max(...rows.map((row) => row[column].length));
+      return `  ${algo}\n${rows.map(([name, value, allowed, doc]) => `    ${name.padEnd(width(0))}  ${value.padEnd(width(1))}  ${allowed.padEnd(width(2))}  ${doc}`).join('\n')}\n`;
+    })
+    .join('');
+}
+
 const pct = (x: number) => (Number.isFinite(x) ? `${(100 * x).toFixed(0)}%` : '-');
 
 export function registerTrain(program: Command): void {
@@ -70,10 +82,11 @@ export function registerTrain(program: Command): void {
     .option('--set <key=value>', "override one of the algorithm's settings (repeatable); see --help for the defaults", collectSetting, {})
     .option('--eval-episodes <n>', 'also evaluate on the test split before training (where the run starts: the base model, or the --init-adapter adapter) and after, with this many episodes (0: skip)', parseWholeNumber, 0);
   addAgentOptions(command);
-  command.addHelpText('after', `\nAlgorithm settings (--set) and their defaults:\n${Object.entries(ALGORITHM_DEFAULTS).map(([name, d]) => `  ${name}: ${JSON.stringify(d)}`).join('\n')}\n`);
+  command.addHelpText('after', () => `\nAlgorithm settings (--set name=value): default, allowed values, what it does\n${settingsTable()}`);
   command.action(async (flags: TrainFlags) => {
     checkAgentFlags(flags);
     if (flags.episodes < 1) throw new Error('--episodes must be at least 1');
+    checkAlgorithmSettings(flags.algo, flags.set);
     const targets = flags.targets.split(',').map((t) => t.trim()) as LoraTarget[];
     const unknown = targets.filter((t) => !LORA_TARGETS.includes(t));
     if (unknown.length) throw new Error(`--targets: unknown projection(s) ${unknown.join(', ')}; choose from ${LORA_TARGETS.join(', ')}`);
