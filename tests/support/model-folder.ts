@@ -4,6 +4,11 @@ import { copyFile, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseModelConfig } from '../../src/engine/model/config.ts';
+import { readJsonFile } from '../../src/engine/model/source.ts';
+import { FileModelSource } from '../../src/engine/model/source-node.ts';
+import { loadTokenizer } from '../../src/engine/model/tokenizer.ts';
+import type { Tokenizer } from '../../src/engine/model/types.ts';
 import {
   roundToDtype,
   syntheticTokenizer,
@@ -18,6 +23,15 @@ export * from '../shared/tiny-model.ts';
 
 /** The real stories260K model (see its SOURCE.md); tests that use it skip when it is absent. */
 export const STORIES260K_DIR = fileURLToPath(new URL('../../../shared/fixtures/stories260K', import.meta.url));
+
+/** The embedded default model (a byte-level BPE tokenizer, like GPT-2's). */
+export const DEFAULT_MODEL_DIR = fileURLToPath(new URL('../../public/models/rlplay-agent-mini', import.meta.url));
+
+/** The tokenizer of a model folder, without its weights. */
+export async function loadFolderTokenizer(dir: string): Promise<Tokenizer> {
+  const source = new FileModelSource(dir);
+  return loadTokenizer(source, parseModelConfig(await readJsonFile(source, 'config.json')));
+}
 
 export interface TinyModelFolder {
   dir: string;

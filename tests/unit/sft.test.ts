@@ -1,4 +1,5 @@
-// rlplay sft as a user runs it: teaching stories260K a new habit, and resuming a killed run.
+// rlplay sft as a user runs it: teaching stories260K a new habit, and resuming a killed run; and
+// how its data is tokenised (the stories260K cases need ../shared/fixtures and skip without it).
 import { execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -6,8 +7,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { parseModelConfig } from '../../src/engine/model/config.ts';
+import { MemoryModelSource } from '../../src/engine/model/memory-source.ts';
+import { loadTokenizer } from '../../src/engine/model/tokenizer.ts';
+import type { Tokenizer } from '../../src/engine/model/types.ts';
+import { parseSftJsonl } from '../../src/engine/train/sft.ts';
 import { CLI } from '../support/cli.ts';
-import { STORIES260K_DIR } from '../support/model-folder.ts';
+import { DEFAULT_MODEL_DIR, loadFolderTokenizer, STORIES260K_DIR, syntheticTokenizer, tinyModelConfig } from '../support/model-folder.ts';
 
 const run = promisify(execFile);
 const HABIT = ' and a purple dragon came to play.';
@@ -78,5 +84,67 @@ describe.skipIf(!existsSync(STORIES260K_DIR))('rlplay sft on stories260K', () =>
     const error = await rlplay('sft', '--model', STORIES260K_DIR, '--data', bad, '--out', join(dir, 'bad')).catch((e: { stderr: string; code: number }) => e);
     expect((error as { code: number }).code).not.toBe(0);
     expect((error as { stderr: string }).stderr).toMatch(/bad\.jsonl:2: expected \{"prompt"/);
+  });
+});
+
+/** One {"prompt", "completion"} line, parsed. */
+function example(tokenizer: Tokenizer, prompt: string, completion: string) {
+  return parseSftJsonl(JSON.stringify({ prompt, completion }), tokenizer)[0];
+}
+
+describe('sft data: a prompt and its completion are encoded as one text, and the prompt masked', () => {
+  describe.skipIf(!existsSync(STORIES260K_DIR))('with the SentencePiece tokenizer of stories260K', () => {
+    test('a completion that starts with a space gets one word boundary, not two', async () => {
+      const tok = await loadFolderTokenizer(STORIES260K_DIR);
+      const { prompt, completion } = example(tok, 'Lily.', ' It was sunny.');
+      expect([...prompt, ...completion]).toEqual(tok.encode('Lily. It was sunny.'));
+      expect(prompt).toEqual(tok.encode('Lily.'));
+      // Encoded on its own, the completion starts with a lone word boundary before '▁I': two spaces.
+      const alone = tok.encode(' It was sunny.', { addSpecialTokens: false });
+      expect(alone.slice(1)).toEqual(completion);
+      expect(tok.decode([...prompt, ...alone], { skipSpecialTokens: true })).toBe('Lily.  It was sunny.');
+      expect(tok.decode([...prompt, ...completion], { skipSpecialTokens: true })).toBe('Lily. It was sunny.');
+    });
+
+    test('a token that spans the join belongs to the completion; the prompt keeps the joint tokens before it', async () => {
+      const tok = await loadFolderTokenizer(STORIES260K_DIR);
+      // "Lily. It w" + "as sunny.": '▁was' holds the prompt's " w" and the completion's "as".
+      const spanning = example(tok, 'Lily. It w', 'as sunny.');
+      expect(spanning.prompt).toEqual(tok.encode('Lily. It'));
+      expect([...spanning.prompt, ...spanning.completion]).toEqual(tok.encode('Lily. It was sunny.'));
+      expect(tok.decode(spanning.completion.slice(0, 1))).toBe('was');
+      // A prompt that ends with the space: '▁I' holds it and the completion's "I".
+      const trailingSpace = example(tok, 'Lily. ', 'It was sunny.');
+      expect(trailingSpace.prompt).toEqual(tok.encode('Lily.'));
+      expect(trailingSpace.completion).toEqual(example(tok, 'Lily.', ' It was sunny.').completion);
+    });
+  });
+
+  describe('with the byte-level BPE tokenizer of the embedded default model', () => {
+    test('a completion after a whole word keeps its own tokens; a token spanning the join goes to the completion', async () => {
+      const tok = await loadFolderTokenizer(DEFAULT_MODEL_DIR);
+      const clean = example(tok, 'Lily.', ' It was sunny.');
+      expect(clean.prompt).toEqual(tok.encode('Lily.'));
+      expect(clean.completion).toEqual(tok.encode(' It was sunny.', { addSpecialTokens: false }));
+      // "Lily. It wa" + "s sunny.": 'as' holds the prompt's "a" and the completion's "s".
+      const spanning = example(tok, 'Lily. It wa', 's sunny.');
+      expect(spanning.prompt).toEqual(tok.encode('Lily. It w'));
+      expect([...spanning.prompt, ...spanning.completion]).toEqual(tok.encode('Lily. It was sunny.'));
+      expect(tok.decode(spanning.completion.slice(0, 1))).toBe('as');
+    });
+  });
+
+  test('a prompt whose only token spans the join, with no BOS before it, is refused: nothing would predict the completion', async () => {
+    // The synthetic character tokenizer with a merge of "a b" and no BOS added.
+    const files = syntheticTokenizer(120);
+    const json = files.json as { post_processor: unknown; model: { vocab: Record<string, number>; merges: string[] } };
+    json.post_processor = null;
+    json.model.vocab.ab = Object.keys(json.model.vocab).length;
+    json.model.merges.push('a b');
+    const bytes = (value: object) => new TextEncoder().encode(JSON.stringify(value));
+    const source = new MemoryModelSource(new Map([['tokenizer.json', bytes(json)], ['tokenizer_config.json', bytes(files.config as object)]]));
+    const tok = await loadTokenizer(source, parseModelConfig(tinyModelConfig({ vocabSize: 120 })));
+    expect(() => example(tok, 'a', 'b')).toThrow(/data:1: "prompt" encodes to no token before the completion/);
+    expect(example(tok, 'ca', 'b')).toEqual({ prompt: tok.encode('c'), completion: tok.encode('ab') });
   });
 });

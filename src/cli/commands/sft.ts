@@ -140,7 +140,7 @@ export function registerSft(program: Command): void {
       const trained = adapter ? `LoRA r=${adapter.settings.r} on ${adapter.settings.targets.join(',')}` : `every weight (${trainer.parameters.size} floats)`;
 
       const microBatch = flags.microBatch ?? flags.batch;
-      const longest = Math.max(...examples.map((e) => e.prompt.length + e.completion.length));
+      const longest = examples.reduce((most, e) => Math.max(most, e.prompt.length + e.completion.length), 0); // a spread would overflow the stack on a large data set
       const mib = trainer.bytesPerMicroBatch(Math.min(microBatch, examples.length), longest) / 2 ** 20;
       process.stderr.write(
         `${examples.length} examples, ${schedule.length} steps of ${flags.batch} (micro-batches of ${microBatch}); ` +

@@ -1,13 +1,17 @@
 // Supervised fine-tuning data and its schedule: JSONL examples, tokenised; the loss sees only the
-// completion tokens (or, for plain text, every token after the first).
+// completion tokens (or, for plain text, every token after the first). A prompt and its completion
+// are encoded as one text and cut at the join (encodeJoined), as TRL does: encoded apart, a
+// SentencePiece-style tokenizer would start the completion with a word boundary of its own, and
+// the model would learn to write two spaces there.
 import { mulberry32 } from '../../common/random.ts';
+import { encodeJoined } from '../model/joined-text.ts';
 import type { Tokenizer } from '../model/types.ts';
 import type { TrainBatch } from './batch.ts';
 
 export interface SftExample {
-  /** Tokens the model is given (no loss on them), BOS included. */
+  /** Tokens the model is given (no loss on them), BOS included: those of the joint encoding that hold only prompt characters. */
   prompt: number[];
-  /** Tokens the model learns to produce. */
+  /** Tokens the model learns to produce: every token that holds a completion character. */
   completion: number[];
 }
 
@@ -29,9 +33,10 @@ export function parseSftJsonl(text: string, tokenizer: Tokenizer, file = 'data')
       if (ids.length < 2) throw new Error(`${where}: "text" encodes to ${ids.length} token(s); it needs at least one token to learn after the first`);
       examples.push({ prompt: ids.slice(0, 1), completion: ids.slice(1) });
     } else if (typeof r.prompt === 'string' && typeof r.completion === 'string') {
-      const prompt = tokenizer.encode(r.prompt);
-      const completion = tokenizer.encode(r.completion, { addSpecialTokens: false });
+      const { prompt, completion } = encodeJoined(tokenizer, r.prompt, r.completion);
       if (completion.length === 0) throw new Error(`${where}: "completion" is empty; there is nothing to learn`);
+      // Nothing predicts a sequence's first token: it may not be a completion token.
+      if (prompt.length === 0) throw new Error(`${where}: "prompt" encodes to no token before the completion (this tokenizer adds no BOS); give a prompt with at least one whole token`);
       examples.push({ prompt, completion });
     } else {
       throw new Error(`${where}: expected {"prompt": "...", "completion": "..."} or {"text": "..."}, got keys ${JSON.stringify(Object.keys(r ?? {}))}`);
