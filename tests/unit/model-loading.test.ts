@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { readFile, rm, truncate, writeFile } from 'node:fs/promises';
+import { appendFile, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -122,6 +122,31 @@ describe('loading a model folder', () => {
     }
   });
 
+  it('loads a model.safetensors larger than one Node array (5 GB), reading each tensor from its offset', async () => {
+    const folder = await tinyFolder({ dtype: 'BF16' });
+    const path = join(folder.dir, 'model.safetensors');
+    const small = await readFile(path);
+    const headerLength = Number(small.readBigUInt64LE(0));
+    const header = JSON.parse(small.subarray(8, 8 + headerLength).toString('utf8'));
+    // A sparse 5 GB tensor first (as in a Hub shard), the model's own tensors after it.
+    const padding = 5_000_000_000;
+    for (const entry of Object.values(header) as { data_offsets?: number[] }[]) entry.data_offsets = entry.data_offsets?.map((o) => o + padding);
+    header.padding = { dtype: 'U8', shape: [padding], data_offsets: [0, padding] };
+    const headerBytes = Buffer.from(JSON.stringify(header));
+    const lengthBytes = Buffer.alloc(8);
+    lengthBytes.writeBigUInt64LE(BigInt(headerBytes.length));
+    await writeFile(path, Buffer.concat([lengthBytes, headerBytes]));
+    const dataStart = 8 + headerBytes.length;
+    await truncate(path, dataStart + padding);
+    await appendFile(path, small.subarray(8 + headerLength));
+    expect((await stat(path)).size).toBeGreaterThan(2 ** 32);
+
+    const progress: WeightsProgress[] = [];
+    const loaded = await loadFolder(folder.dir, (p) => progress.push(p));
+    expectWeightsToEqual(loaded.weights, folder.tensors);
+    expect(progress.at(-1)).toEqual({ file: 'model.safetensors', loadedBytes: dataStart + padding + small.length - 8 - headerLength, totalBytes: (await stat(path)).size });
+  });
+
   describe('errors name the file, the tensor and the fix', () => {
     it('a truncated model.safetensors', async () => {
       const folder = await tinyFolder();
@@ -143,6 +168,22 @@ describe('loading a model folder', () => {
         loadFolder(folder.dir),
         "model.safetensors has no tensor 'model.layers.1.mlp.up_proj.weight'",
         'incomplete download',
+      );
+      expect(error.tensor).toBe('model.layers.1.mlp.up_proj.weight');
+    });
+
+    it.each(['F32', 'BF16'] as const)('a NaN or infinite %s weight, with the tensor and the first bad index', async (dtype) => {
+      const folder = await tinyFolder();
+      const tensors = tinyModelTensors(folder.config, 1).map((t) => ({ ...t, dtype }));
+      const bad = tensors.find((t) => t.name === 'model.layers.1.mlp.up_proj.weight')!;
+      bad.data = Float32Array.from(bad.data);
+      bad.data[7] = Number.NaN;
+      bad.data[9] = Infinity;
+      await writeModelFolder(folder.dir, { config: folder.config, tensors });
+      const error = await loadError(
+        loadFolder(folder.dir),
+        "model.safetensors: tensor 'model.layers.1.mlp.up_proj.weight' holds NaN at index 7 of",
+        `the file is corrupt, or its values overflowed when it was saved as ${dtype}`,
       );
       expect(error.tensor).toBe('model.layers.1.mlp.up_proj.weight');
     });

@@ -2,12 +2,13 @@
 // folder, a URL and a Hub id.
 import { statSync } from 'node:fs';
 import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { isHubId } from './hub.ts';
 import { openHubSource } from './hub-node.ts';
 import { HttpModelSource } from './source.ts';
 import { ModelLoadError } from './types.ts';
-import type { ModelSource } from './types.ts';
+import type { ModelSource, RandomAccessFile } from './types.ts';
 
 /** Read size for local files: large enough to be fast, small enough for a smooth progress bar. */
 const READ_CHUNK_BYTES = 16 << 20;
@@ -40,30 +41,56 @@ export class FileModelSource implements ModelSource {
     file: string,
     onProgress?: (loadedBytes: number, totalBytes: number | null) => void,
   ): Promise<Uint8Array> {
-    let handle;
+    const { handle, size } = await this.openHandle(file);
+    try {
+      onProgress?.(0, size);
+      return await this.readAt(handle, file, size, 0, size, (loadedBytes) => onProgress?.(loadedBytes, size));
+    } finally {
+      await handle.close();
+    }
+  }
+
+  async openFile(file: string): Promise<RandomAccessFile> {
+    const { handle, size } = await this.openHandle(file);
+    return { size, read: (offset, length) => this.readAt(handle, file, size, offset, length), close: () => handle.close() };
+  }
+
+  private async openHandle(file: string): Promise<{ handle: FileHandle; size: number }> {
+    let handle: FileHandle;
     try {
       handle = await open(join(this.location, file), 'r');
     } catch (error) {
       throw this.readError(file, error);
     }
     try {
-      const totalBytes = (await handle.stat()).size;
-      const bytes = new Uint8Array(totalBytes);
-      onProgress?.(0, totalBytes);
-      let loadedBytes = 0;
-      while (loadedBytes < totalBytes) {
-        const length = Math.min(READ_CHUNK_BYTES, totalBytes - loadedBytes);
-        const { bytesRead } = await handle.read(bytes, loadedBytes, length, loadedBytes);
-        if (bytesRead === 0) break; // the file shrank while we read it; the parser reports the truncation
-        loadedBytes += bytesRead;
-        onProgress?.(loadedBytes, totalBytes);
-      }
-      return loadedBytes === totalBytes ? bytes : bytes.subarray(0, loadedBytes);
+      return { handle, size: (await handle.stat()).size };
     } catch (error) {
-      throw this.readError(file, error);
-    } finally {
       await handle.close();
+      throw this.readError(file, error);
     }
+  }
+
+  /** `length` bytes from `offset` of a file that was `size` bytes when opened, in chunks of READ_CHUNK_BYTES. */
+  private async readAt(handle: FileHandle, file: string, size: number, offset: number, length: number, onChunk?: (loadedBytes: number) => void): Promise<Uint8Array> {
+    const bytes = new Uint8Array(length);
+    let loaded = 0;
+    while (loaded < length) {
+      let bytesRead: number;
+      try {
+        ({ bytesRead } = await handle.read(bytes, loaded, Math.min(READ_CHUNK_BYTES, length - loaded), offset + loaded));
+      } catch (error) {
+        throw this.readError(file, error);
+      }
+      if (bytesRead === 0) {
+        throw new ModelLoadError(
+          `${join(this.location, file)} ended at byte ${offset + loaded} while it was read, though it was ${size} bytes when opened: another program changed it; try again`,
+          file,
+        );
+      }
+      loaded += bytesRead;
+      onChunk?.(loaded);
+    }
+    return bytes;
   }
 
   private readError(file: string, error: unknown): ModelLoadError {

@@ -70,6 +70,21 @@ export interface ModelSource {
   exists(file: string): Promise<boolean>;
   readText(file: string): Promise<string>;
   readBytes(file: string, onProgress?: (loadedBytes: number, totalBytes: number | null) => void): Promise<Uint8Array>;
+  /**
+   * The file opened for reads by offset, where the source can (a local folder, a picked folder,
+   * the Node Hub cache): safetensors shards reach 5 GB, more than one Node array holds (4 GiB), so
+   * weights are read a tensor at a time. `onProgress` reports a download into a cache. Without
+   * it, files are read whole.
+   */
+  openFile?(file: string, onProgress?: (loadedBytes: number, totalBytes: number | null) => void): Promise<RandomAccessFile>;
+}
+
+/** A file opened for reads at any offset. */
+export interface RandomAccessFile {
+  readonly size: number;
+  /** `length` bytes from `offset`; a file that shrank since it was opened is an error naming it. */
+  read(offset: number, length: number): Promise<Uint8Array>;
+  close(): Promise<void>;
 }
 
 export interface ChatMessage {

@@ -1,8 +1,8 @@
 // The weights of a Llama-family checkpoint in Hugging Face layout, read into host memory as float32
 // and checked, name by name and shape by shape, against the config.
 import { readJsonFile } from './source.ts';
-import { parseSafetensors, tensorToFloat32 } from './safetensors.ts';
-import type { SafetensorsTensor } from './safetensors.ts';
+import { openSafetensors, tensorToFloat32 } from './safetensors.ts';
+import type { SafetensorsEntry } from './safetensors.ts';
 import { DOWNLOAD_AGAIN, ModelLoadError } from './types.ts';
 import type { HostLayer, HostLinear, HostTensor, HostWeights, ModelConfig, ModelSource } from './types.ts';
 
@@ -22,12 +22,24 @@ export async function loadHostWeights(
 ): Promise<HostWeights> {
   const plan = new WeightPlan(config);
   for (const [file, wanted] of await assignToFiles(source, config, plan)) {
-    const bytes = await source.readBytes(file, (loadedBytes, totalBytes) =>
-      onProgress?.({ file, loadedBytes, totalBytes }),
-    );
-    const stored = parseSafetensors(bytes, file);
-    if (file === SINGLE_FILE) checkBiasesMatchConfig(stored.keys(), config, file);
-    for (const planned of wanted) fill(planned, stored, file, config);
+    const report = (loadedBytes: number, totalBytes: number | null) => onProgress?.({ file, loadedBytes, totalBytes });
+    // A tensor at a time where the source reads by offset (a shard may be larger than any one
+    // array): the progress is then this reading, after any download into a cache that openFile
+    // reports; other sources report the whole file's download.
+    const stored = await openSafetensors(source, file, report);
+    try {
+      if (file === SINGLE_FILE) checkBiasesMatchConfig(stored.entries.keys(), config, file);
+      let loadedBytes = 0;
+      for (const planned of wanted) {
+        const entry = findEntry(planned, stored.entries, file, config);
+        planned.tensor.data = tensorToFloat32(await stored.read(entry), file);
+        loadedBytes += entry.end - entry.begin;
+        if (stored.readsByOffset) report(loadedBytes, stored.size);
+      }
+      if (stored.readsByOffset) report(stored.size, stored.size);
+    } finally {
+      await stored.close();
+    }
   }
   return plan.weights;
 }
@@ -152,7 +164,8 @@ function readWeightMap(index: unknown): Map<string, string> {
   return new Map(entries as [string, string][]);
 }
 
-function fill(planned: PlannedTensor, stored: Map<string, SafetensorsTensor>, file: string, config: ModelConfig) {
+/** The stored entry of a planned tensor, checked for presence and shape. */
+function findEntry(planned: PlannedTensor, stored: Map<string, SafetensorsEntry>, file: string, config: ModelConfig): SafetensorsEntry {
   const { tensor } = planned;
   const found = stored.get(tensor.name);
   if (!found) {
@@ -173,7 +186,7 @@ function fill(planned: PlannedTensor, stored: Map<string, SafetensorsTensor>, fi
       tensor.name,
     );
   }
-  tensor.data = tensorToFloat32(found, file);
+  return found;
 }
 
 function missingTensor(
