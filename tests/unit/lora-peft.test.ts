@@ -82,13 +82,65 @@ describe('PEFT adapter format', () => {
     const adapter = initLoraAdapter(config, settings, 3, 'tiny');
     adapter.modules[1].B[5] = Number.NaN;
     const nan = await loadError(new MemoryModelSource(peftAdapterFiles(adapter), 'memory:adapter/'));
-    expect(nan.message).toMatch(/layers\.0\.self_attn\.k_proj\.lora_B\.weight holds NaN at index 5; the file is damaged or was saved from a run that diverged/);
+    expect(nan.message).toMatch(/^adapter_model\.safetensors: tensor 'base_model\.model\.model\.layers\.0\.self_attn\.k_proj\.lora_B\.weight' holds NaN at index 5 of 32; the file is corrupt, or its values overflowed when it was saved as F32 or came from a run that diverged/);
     expect(nan.tensor).toBe('base_model.model.model.layers.0.self_attn.k_proj.lora_B.weight');
     adapter.modules[1].B[5] = Number.NEGATIVE_INFINITY;
     expect((await loadError(new MemoryModelSource(peftAdapterFiles(adapter), 'memory:adapter/'))).message).toMatch(/holds -Infinity at index 5/);
     const withoutWeights = peftAdapterFiles(initLoraAdapter(config, settings, 3, 'tiny'));
     withoutWeights.delete('adapter_model.safetensors');
     expect((await loadError(new MemoryModelSource(withoutWeights, 'memory:adapter/'))).message).toMatch(/^memory:adapter\/: no adapter_model\.safetensors; an adapter folder holds adapter_config\.json and adapter_model\.safetensors/);
+  });
+
+  test('finite values that overflow float32 once scaled and multiplied are refused, naming the tensor', async () => {
+    for (const [matrix, value] of [['B', 3e38], ['A', 3e38], ['B', 1e9]] as const) {
+      const adapter = initLoraAdapter(config, settings, 3, 'tiny');
+      adapter.modules[2][matrix][7] = value;
+      const error = await loadError(new MemoryModelSource(peftAdapterFiles(adapter), 'memory:adapter/'));
+      const tensor = `base_model.model.model.layers.0.mlp.down_proj.lora_${matrix}.weight`;
+      expect(error.tensor).toBe(tensor);
+      expect(error.message).toContain(`adapter_model.safetensors: ${tensor}: with max|lora_A|`);
+      expect(error.message).toMatch(/above the 100000000 float32 computes safely; the file is corrupt or was saved from a run that diverged/);
+    }
+    // A trained-looking adapter (B of the size A has) passes.
+    const sound = initLoraAdapter(config, settings, 3, 'tiny');
+    for (const m of sound.modules) m.B.fill(0.05);
+    expect((await readPeftAdapter(new MemoryModelSource(peftAdapterFiles(sound), 'memory:adapter/'), config)).modules).toHaveLength(6);
+  });
+
+  test('a lora_alpha whose scaling float32 cannot hold is refused, naming the field', async () => {
+    const error = await loadError(files({ config: { lora_alpha: 1e300 } }));
+    expect(error.message).toMatch(/^adapter_config\.json: lora_alpha 1e\+300 with r 4 gives a scaling \(alpha \/ r\) of 2\.5e\+299, above the 10000 an adapter can use/);
+    expect((await loadError(files({ config: { lora_alpha: 1e6, use_rslora: true } }))).message).toMatch(/lora_alpha 1000000 with r 4 and use_rslora gives a scaling \(alpha \/ sqrt\(r\)\) of 500000/);
+  });
+
+  test('target_modules and layers_to_transform follow PEFT: a list by name ends, a regular expression over whole names, layers by index', async () => {
+    const load = async (overrides: Record<string, unknown>, adapterSettings = settings) => {
+      const f = peftAdapterFiles(initLoraAdapter(config, adapterSettings, 3, 'tiny'));
+      const json = { ...JSON.parse(new TextDecoder().decode(f.get('adapter_config.json'))), ...overrides };
+      f.set('adapter_config.json', new TextEncoder().encode(JSON.stringify(json)));
+      return readPeftAdapter(new MemoryModelSource(f, 'memory:adapter/'), config);
+    };
+    const all = { targets: ['q_proj', 'k_proj', 'down_proj'], layers: null };
+    expect((await load({ target_modules: '.*\\.(q_proj|k_proj|down_proj)' })).settings).toMatchObject(all);
+    expect((await load({ target_modules: ['self_attn.q_proj', 'k_proj', 'mlp.down_proj'] })).settings).toMatchObject(all);
+    const firstLayer = { ...settings, layers: [0] };
+    expect((await load({ target_modules: 'model\\.layers\\.0\\.(self_attn|mlp)\\.(q_proj|k_proj|down_proj)', layers_to_transform: null }, firstLayer)).settings.layers).toEqual([0]);
+    expect((await load({ layers_to_transform: 0 }, firstLayer)).settings.layers).toEqual([0]);
+    expect((await load({ layers_to_transform: [0, 1] })).settings.layers).toBeNull();
+  });
+
+  test('a bad target_modules or layers_to_transform names the file and the field', async () => {
+    const message = async (config: Record<string, unknown>) => (await loadError(files({ config }))).message;
+    expect(await message({ target_modules: '([' })).toMatch(/^adapter_config\.json: target_modules "\(\[" is not a valid regular expression \(.*\); PEFT matches a string against whole module names such as "model\.layers\.0\.self_attn\.q_proj"/);
+    // re.fullmatch: a bare name as a string matches no whole module name, as in PEFT.
+    expect(await message({ target_modules: 'q_proj' })).toMatch(/^adapter_config\.json: target_modules "q_proj" selects no module of this base model/);
+    expect(await message({ target_modules: '.*' })).toMatch(/target_modules ".\*" matches model\.embed_tokens and lm_head, which cannot be adapted/);
+    expect(await message({ target_modules: '.*layers\\.0\\..*q_proj|.*layers\\.1\\..*k_proj' })).toMatch(/adapts k_proj in layer 1 but q_proj in layer 0; adapters here adapt the same projections in every adapted layer/);
+    expect(await message({ target_modules: '.*_proj', layers_to_transform: [0] })).toMatch(/layers_to_transform cannot be used when target_modules is a string/);
+    expect(await message({ layers_to_transform: '0' })).toBe('adapter_config.json: layers_to_transform must be a layer index or a list of them, such as [0, 1], got "0"');
+    expect(await message({ layers_to_transform: [0, 1.5] })).toMatch(/layers_to_transform must be a layer index or a list of them, such as \[0, 1\], got \[0,1\.5\]/);
+    expect(await message({ layers_to_transform: [5] })).toMatch(/layers_to_transform names layer 5, but the base model has layers 0\.\.1/);
+    expect(await message({ target_modules: 42 })).toMatch(/target_modules must be a list of module names such as \["q_proj", "v_proj"\] or a regular expression string, got 42/);
   });
 
   test.skipIf(!existsSync(STORIES260K_DIR))('the stories260K synthetic adapter (written by PEFT) loads', async () => {

@@ -41,6 +41,26 @@ export function loraScaling(settings: Pick<LoraSettings, 'r' | 'alpha' | 'rslora
   return settings.rslora ? settings.alpha / Math.sqrt(settings.r) : settings.alpha / settings.r;
 }
 
+/** The scaling formula of these settings, for messages. */
+export function loraScalingFormula(settings: Pick<LoraSettings, 'rslora'>): string {
+  return settings.rslora ? 'alpha / sqrt(r)' : 'alpha / r';
+}
+
+/**
+ * The largest scaling accepted. PEFT's defaults and common recipes (alpha r or 2r, rsLoRA's
+ * alpha / sqrt(r)) give 0.5 to a few tens; a scaling far beyond is a damaged or mistyped alpha.
+ */
+export const MAX_LORA_SCALING = 1e4;
+
+/**
+ * The largest gain an adapted projection may have: how far one output can move for inputs of
+ * magnitude 1, bounded by in_features · max|A| (for A x) and scaling · r · max|B| · in_features ·
+ * max|A| (for the update). A freshly initialised A has in_features · max|A| = sqrt(in_features);
+ * under 1e8, outputs for activations up to 1e4 keep the sums of squares of the next RMSNorm
+ * inside float32 for hidden sizes up to 16k.
+ */
+export const MAX_LORA_GAIN = 1e8;
+
 /** in and out features of a projection of this model. */
 export function projectionShape(config: ModelConfig, target: LoraTarget): { inFeatures: number; outFeatures: number } {
   const { hiddenSize: C, numHeads: H, numKvHeads: Hk, headDim: D, intermediateSize: F } = config;
@@ -63,6 +83,10 @@ export function projectionShape(config: ModelConfig, target: LoraTarget): { inFe
 export function validateLoraSettings(settings: LoraSettings, config: ModelConfig): void {
   if (!Number.isInteger(settings.r) || settings.r < 1) throw new RangeError(`LoRA rank r must be a whole number >= 1, got ${settings.r}`);
   if (!(Number.isFinite(settings.alpha) && settings.alpha > 0)) throw new RangeError(`LoRA alpha must be a positive number, got ${settings.alpha}`);
+  const scaling = loraScaling(settings);
+  if (!(scaling <= MAX_LORA_SCALING)) {
+    throw new RangeError(`LoRA alpha ${settings.alpha} with r ${settings.r} gives a scaling (${loraScalingFormula(settings)}) of ${scaling}, above the ${MAX_LORA_SCALING} an adapter can use; lower alpha (it is usually r or 2r)`);
+  }
   if (!(settings.dropout >= 0 && settings.dropout < 1)) throw new RangeError(`LoRA dropout must be in [0, 1), got ${settings.dropout}`);
   if (settings.targets.length === 0) throw new RangeError(`LoRA needs at least one target module among ${LORA_TARGETS.join(', ')}`);
   for (const target of settings.targets) {

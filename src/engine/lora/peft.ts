@@ -3,10 +3,11 @@
 //   adapter_config.json          peft_type "LORA", r, lora_alpha, target_modules, base_model_name_or_path, ...
 //   adapter_model.safetensors    base_model.model.model.layers.{i}.self_attn.q_proj.lora_A.weight [r, in]
 //                                ... .lora_B.weight [out, r]   (mlp.* for gate/up/down)
-import { float32Tensor, parseSafetensors, serializeSafetensors, tensorToFloat32 } from '../model/safetensors.ts';
+import { decodeTensor, float32Tensor, parseSafetensors, serializeSafetensors } from '../model/safetensors.ts';
+import type { DecodedTensor } from '../model/safetensors.ts';
 import { readJsonFile } from '../model/source.ts';
 import { ModelLoadError, type ModelConfig, type ModelSource } from '../model/types.ts';
-import { LORA_TARGETS, projectionShape, validateLoraSettings, type HostLoraAdapter, type LoraModule, type LoraSettings, type LoraTarget } from './adapter.ts';
+import { LORA_TARGETS, MAX_LORA_GAIN, MAX_LORA_SCALING, loraScaling, loraScalingFormula, projectionShape, validateLoraSettings, type HostLoraAdapter, type LoraModule, type LoraSettings, type LoraTarget } from './adapter.ts';
 
 export const ADAPTER_CONFIG = 'adapter_config.json';
 export const ADAPTER_WEIGHTS = 'adapter_model.safetensors';
@@ -58,27 +59,95 @@ export function parseAdapterConfig(json: unknown, config: ModelConfig): { settin
   if (typeof r !== 'number') fail(`${ADAPTER_CONFIG}: r (the LoRA rank) is missing or not a number`);
   const alpha = c.lora_alpha ?? r;
   if (typeof alpha !== 'number') fail(`${ADAPTER_CONFIG}: lora_alpha must be a number, got ${JSON.stringify(c.lora_alpha)}`);
-  let targets: LoraTarget[];
-  if (typeof c.target_modules === 'string') {
-    // PEFT treats a string as a regular expression over full module names.
-    const pattern = new RegExp(`^(?:${c.target_modules})$`);
-    targets = LORA_TARGETS.filter((t) => pattern.test(moduleKey(0, t).replace('base_model.model.', '')) || pattern.test(t));
-  } else if (Array.isArray(c.target_modules)) {
-    const unknown = c.target_modules.filter((t) => !LORA_TARGETS.includes(t as LoraTarget));
-    if (unknown.length) fail(`${ADAPTER_CONFIG}: target_modules ${JSON.stringify(unknown)} cannot be adapted; LoRA here targets ${LORA_TARGETS.join(', ')} (no embeddings or lm_head)`);
-    targets = LORA_TARGETS.filter((t) => (c.target_modules as string[]).includes(t));
-  } else {
-    fail(`${ADAPTER_CONFIG}: target_modules must be a list of module names such as ["q_proj", "v_proj"]`);
+  const rslora = Boolean(c.use_rslora);
+  const scaling = loraScaling({ r, alpha, rslora });
+  if (Number.isInteger(r) && r >= 1 && !(scaling <= MAX_LORA_SCALING)) {
+    fail(
+      `${ADAPTER_CONFIG}: lora_alpha ${alpha} with r ${r}${rslora ? ' and use_rslora' : ''} gives a scaling (${loraScalingFormula({ rslora })}) of ${scaling}, ` +
+        `above the ${MAX_LORA_SCALING} an adapter can use: the file is damaged or lora_alpha mistyped (it is usually r or 2r)`,
+    );
   }
-  const layersToTransform = c.layers_to_transform;
-  const layers = layersToTransform === undefined || layersToTransform === null ? null : Array.isArray(layersToTransform) ? (layersToTransform as number[]) : [layersToTransform as number];
-  const settings: LoraSettings = { r, alpha, targets, rslora: Boolean(c.use_rslora), dropout: typeof c.lora_dropout === 'number' ? c.lora_dropout : 0, layers };
+  const { targets, layers } = selectModules(c, config);
+  const settings: LoraSettings = { r, alpha, targets, rslora, dropout: typeof c.lora_dropout === 'number' ? c.lora_dropout : 0, layers };
   try {
     validateLoraSettings(settings, config);
   } catch (error) {
     fail(`${ADAPTER_CONFIG}: ${(error as Error).message}`);
   }
   return { settings, baseModel: typeof c.base_model_name_or_path === 'string' ? c.base_model_name_or_path : '' };
+}
+
+/** A module's name as PEFT matches target_modules against it: the base model's named_modules() name. */
+function moduleName(layer: number, target: LoraTarget): string {
+  return moduleKey(layer, target).slice('base_model.model.'.length);
+}
+
+/** Modules of a Llama-family model that no adapter here may change. */
+const UNADAPTABLE_MODULES = ['model.embed_tokens', 'lm_head'];
+
+/**
+ * The projections and layers that target_modules and layers_to_transform select, as PEFT reads
+ * them: a list names modules by their last name parts ("q_proj", "self_attn.q_proj"), narrowed by
+ * layers_to_transform (a layer index or a list of them); a string is a regular expression that
+ * must match a whole module name (re.fullmatch), with no layers_to_transform; "all-linear" is
+ * every projection. The same projections must be adapted in every adapted layer.
+ */
+function selectModules(c: Record<string, unknown>, config: ModelConfig): { targets: LoraTarget[]; layers: number[] | null } {
+  const field = c.target_modules;
+  const example = `such as "${moduleName(0, 'q_proj')}"`;
+  let matches: (name: string) => boolean;
+  if (field === 'all-linear') {
+    matches = () => true;
+  } else if (typeof field === 'string') {
+    let pattern: RegExp;
+    try {
+      pattern = new RegExp(`^(?:${field})$`);
+    } catch (error) {
+      fail(
+        `${ADAPTER_CONFIG}: target_modules ${JSON.stringify(field)} is not a valid regular expression (${(error as Error).message}); ` +
+          `PEFT matches a string against whole module names ${example}, or give a list such as ["q_proj", "v_proj"]`,
+      );
+    }
+    if (c.layers_to_transform !== undefined && c.layers_to_transform !== null) {
+      fail(`${ADAPTER_CONFIG}: layers_to_transform cannot be used when target_modules is a string (a regular expression), as in PEFT; name the layers in the expression or make target_modules a list`);
+    }
+    const unadaptable = UNADAPTABLE_MODULES.filter((name) => pattern.test(name));
+    if (unadaptable.length) fail(`${ADAPTER_CONFIG}: target_modules ${JSON.stringify(field)} matches ${unadaptable.join(' and ')}, which cannot be adapted; LoRA here targets ${LORA_TARGETS.join(', ')}`);
+    matches = (name) => pattern.test(name);
+  } else if (Array.isArray(field) && field.every((entry) => typeof entry === 'string')) {
+    const names = Array.from({ length: config.numLayers }, (_, layer) => LORA_TARGETS.map((t) => moduleName(layer, t))).flat();
+    const named = (name: string, entry: string) => name === entry || name.endsWith(`.${entry}`);
+    const unknown = field.filter((entry) => !names.some((name) => named(name, entry)));
+    if (unknown.length) fail(`${ADAPTER_CONFIG}: target_modules ${JSON.stringify(unknown)} cannot be adapted; LoRA here targets ${LORA_TARGETS.join(', ')} (no embeddings or lm_head)`);
+    matches = (name) => field.some((entry) => named(name, entry));
+  } else {
+    fail(`${ADAPTER_CONFIG}: target_modules must be a list of module names such as ["q_proj", "v_proj"] or a regular expression string, got ${JSON.stringify(field)}`);
+  }
+
+  const layersField = c.layers_to_transform;
+  let allowed: number[] | null = null;
+  if (layersField !== undefined && layersField !== null) {
+    allowed = Number.isInteger(layersField) ? [layersField as number] : Array.isArray(layersField) && layersField.every(Number.isInteger) ? (layersField as number[]) : null;
+    if (!allowed) fail(`${ADAPTER_CONFIG}: layers_to_transform must be a layer index or a list of them, such as [0, 1], got ${JSON.stringify(layersField)}`);
+    const missing = allowed.find((layer) => layer < 0 || layer >= config.numLayers);
+    if (missing !== undefined) fail(`${ADAPTER_CONFIG}: layers_to_transform names layer ${missing}, but the base model has layers 0..${config.numLayers - 1}`);
+  }
+
+  const selected = new Map<number, LoraTarget[]>();
+  for (let layer = 0; layer < config.numLayers; layer++) {
+    if (allowed && !allowed.includes(layer)) continue;
+    const targets = LORA_TARGETS.filter((t) => matches(moduleName(layer, t)));
+    if (targets.length) selected.set(layer, targets);
+  }
+  const [first] = selected.values();
+  if (!first) fail(`${ADAPTER_CONFIG}: target_modules ${JSON.stringify(field)}${allowed ? ` with layers_to_transform ${JSON.stringify(layersField)}` : ''} selects no module of this base model (whose projections have names ${example}); the adapter is for another model`);
+  for (const [layer, targets] of selected) {
+    if (targets.join() !== first.join()) {
+      fail(`${ADAPTER_CONFIG}: target_modules ${JSON.stringify(field)} adapts ${targets.join(', ')} in layer ${layer} but ${first.join(', ')} in layer ${selected.keys().next().value}; adapters here adapt the same projections in every adapted layer`);
+    }
+  }
+  const layers = [...selected.keys()];
+  return { targets: first, layers: layers.length === config.numLayers ? null : layers };
 }
 
 /** Reads a PEFT LoRA adapter folder and checks it against the base model's shapes. */
@@ -93,7 +162,8 @@ export async function readPeftAdapter(source: ModelSource, config: ModelConfig):
   const byName = new Map<string, string>();
   for (const name of tensors.keys()) byName.set(name.replace('.default.', '.'), name);
   const used = new Set<string>();
-  const read = (key: string, rows: number, cols: number, what: string): Float32Array => {
+  const scaling = loraScaling(settings);
+  const read = (key: string, rows: number, cols: number, what: string): DecodedTensor => {
     const name = byName.get(key);
     if (!name) fail(`${ADAPTER_WEIGHTS}: tensor ${key} is missing although adapter_config.json targets this module; the adapter is incomplete or was saved for other layers`, ADAPTER_WEIGHTS, key);
     const tensor = tensors.get(name)!;
@@ -105,12 +175,7 @@ export async function readPeftAdapter(source: ModelSource, config: ModelConfig):
       );
     }
     used.add(name);
-    const values = tensorToFloat32(tensor, ADAPTER_WEIGHTS);
-    // Caught here, a damaged file or a diverged save names itself; let through, it surfaces much
-    // later as NaN log-probabilities with no hint of where they came from.
-    const bad = values.findIndex((v) => !Number.isFinite(v));
-    if (bad >= 0) fail(`${ADAPTER_WEIGHTS}: ${key} holds ${values[bad]} at index ${bad}; the file is damaged or was saved from a run that diverged — use an earlier checkpoint or train it again`, ADAPTER_WEIGHTS, key);
-    return values;
+    return decodeTensor(tensor, ADAPTER_WEIGHTS);
   };
   const modules: LoraModule[] = [];
   for (let layer = 0; layer < config.numLayers; layer++) {
@@ -120,7 +185,20 @@ export async function readPeftAdapter(source: ModelSource, config: ModelConfig):
       const key = moduleKey(layer, target);
       const A = read(`${key}.lora_A.weight`, settings.r, inFeatures, `[r, in_features] of ${target}`);
       const B = read(`${key}.lora_B.weight`, outFeatures, settings.r, `[out_features, r] of ${target}`);
-      modules.push({ layer, target, inFeatures, outFeatures, A, B });
+      // Bounds on how far an output can move for inputs of magnitude 1: first A x, then the update.
+      const gainOfA = inFeatures * A.maxAbs;
+      const gain = scaling * settings.r * B.maxAbs * gainOfA;
+      if (!(gainOfA <= MAX_LORA_GAIN && gain <= MAX_LORA_GAIN)) {
+        const tensor = `${key}.${gainOfA > MAX_LORA_GAIN ? 'lora_A' : 'lora_B'}.weight`;
+        fail(
+          `${ADAPTER_WEIGHTS}: ${tensor}: with max|lora_A| ${A.maxAbs}, max|lora_B| ${B.maxAbs}, in_features ${inFeatures} and scaling ${scaling} ` +
+            `(lora_alpha ${settings.alpha}, r ${settings.r}), the update can move an output by up to ${Math.max(gain, gainOfA)} per unit of input, ` +
+            `above the ${MAX_LORA_GAIN} float32 computes safely; the file is corrupt or was saved from a run that diverged — use an earlier checkpoint or train it again`,
+          ADAPTER_WEIGHTS,
+          tensor,
+        );
+      }
+      modules.push({ layer, target, inFeatures, outFeatures, A: A.values, B: B.values });
     }
   }
   const extra = [...tensors.keys()].filter((name) => !used.has(name));
