@@ -61,6 +61,13 @@ describe.skipIf(!fixturePresent)('rlplay CLI on stories260K', () => {
     }
   });
 
+  test('generate --prompt prints the continuation with the space that joins it to the prompt', async () => {
+    // SentencePiece strips the word boundary from the start of a text: the new tokens decoded alone read "a little girl".
+    const { code, stdout } = await rlplay('generate', '--model', STORIES260K_DIR, '--prompt', 'Once upon a time, there was', '--max-new-tokens', '5', '--greedy', '--quiet');
+    expect(code).toBe(0);
+    expect(stdout).toBe('Once upon a time, there was a little girl\n');
+  });
+
   test('generate with sampling is reproducible by seed', async () => {
     const args = ['generate', '--model', STORIES260K_DIR, '--prompt', 'Once upon a time', '--max-new-tokens', '30', '--temperature', '0.9', '--top-p', '0.9', '--top-k', '50', '--quiet'];
     const a = await rlplay(...args, '--seed', '3');

@@ -1,5 +1,6 @@
 // rlplay generate: continue a prompt with the model, streaming the text to stdout.
 import type { Command } from 'commander';
+import { continuationText } from '../../engine/model/joined-text.ts';
 import type { SamplingOptions } from '../../engine/sampling-params.ts';
 import { DEFAULT_MODEL_DIR, loadModelAndAdapter, MODEL_HELP } from '../load.ts';
 import { parseNumber, parseWholeNumber } from '../parse.ts';
@@ -41,8 +42,8 @@ export function registerGenerate(program: Command): void {
       const { model, adapter } = await loadModelAndAdapter(flags.model, flags.adapter, { quiet: flags.quiet });
       try {
         const prompt = flags.prompt ? model.tokenizer.encode(flags.prompt) : [model.tokenizer.bosTokenId ?? model.config.bosTokenId ?? 0];
-        // Print the prompt, then each step's text as it arrives (decoding the whole continuation each
-        // time keeps multi-byte characters and leading spaces right).
+        // Print the prompt, then each step's text as it arrives: the continuation decoded after the
+        // prompt's tokens each time, which keeps multi-byte characters and the space at the join right.
         let printed = '';
         process.stdout.write(flags.prompt ?? '');
         const result = await model.generate([prompt], {
@@ -51,7 +52,7 @@ export function registerGenerate(program: Command): void {
           stopTokenIds: model.tokenizer.eosTokenIds,
           adapter,
           onStep: (tokens) => {
-            const text = model.tokenizer.decode(tokens[0], { skipSpecialTokens: true });
+            const text = continuationText(model.tokenizer, prompt, tokens[0]);
             if (text.startsWith(printed)) process.stdout.write(text.slice(printed.length));
             printed = text;
           },

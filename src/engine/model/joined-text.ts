@@ -47,3 +47,15 @@ export function encodeJoined(
   }
   return { prompt: whole.slice(0, cut), completion: whole.slice(cut), joinInsideToken: decoded !== promptText };
 }
+
+/**
+ * The text that `newIds` add after `promptIds`, as printed after the prompt: decoded together with
+ * the prompt's tokens, so that a space the decoder would strip from the start of a text (a
+ * SentencePiece word boundary) stays, and the prompt's text is cut off.
+ */
+export function continuationText(tokenizer: Tokenizer, promptIds: number[], newIds: number[]): string {
+  const options = { skipSpecialTokens: true };
+  const head = tokenizer.decode(promptIds, options);
+  const whole = tokenizer.decode([...promptIds, ...newIds], options);
+  return whole.startsWith(head) ? whole.slice(head.length) : tokenizer.decode(newIds, options);
+}
