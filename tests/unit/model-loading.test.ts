@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { appendFile, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseModelConfig } from '../../src/engine/model/config.ts';
 import { loadModelFiles } from '../../src/engine/model/load.ts';
@@ -195,6 +195,23 @@ describe('loading a model folder', () => {
       delete index.weight_map['model.norm.weight'];
       await writeFile(indexPath, JSON.stringify(index));
       await loadError(loadFolder(folder.dir), 'model.safetensors.index.json', "'model.norm.weight'");
+    });
+
+    it('a sharded index naming a file outside the model folder', async () => {
+      const folder = await tinyFolder({ shards: 2 });
+      const outside = await tinyFolder({ shards: 2 });
+      const indexPath = join(folder.dir, 'model.safetensors.index.json');
+      const index = JSON.parse(await readFile(indexPath, 'utf8'));
+      const escape = `../${basename(outside.dir)}/model-00002-of-00002.safetensors`;
+      for (const [name, file] of Object.entries(index.weight_map)) if (file === 'model-00002-of-00002.safetensors') index.weight_map[name] = escape;
+      await writeFile(indexPath, JSON.stringify(index));
+      const error = await loadError(
+        loadFolder(folder.dir),
+        `model.safetensors.index.json: weight_map maps '`,
+        `to ${JSON.stringify(escape)}, which is not a file inside the model folder`,
+      );
+      expect(error.file).toBe('model.safetensors.index.json');
+      await expect(new FileModelSource(folder.dir).readBytes(escape)).rejects.toThrow(`${JSON.stringify(escape)} is not a file path inside the folder`);
     });
 
     it('a shard missing from the folder', async () => {

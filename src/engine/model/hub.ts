@@ -9,7 +9,7 @@
 // may move between two downloads), the first response that names its commit (the Hub's
 // X-Repo-Commit header) pins the revision: later files are fetched from `resolve/<commit>/`. When a
 // refresh finds the branch at another commit, the files cached for the old one are dropped.
-import { concatenate, contentLength, joinUrl } from './source.ts';
+import { concatenate, contentLength, isPathInsideFolder, joinUrl } from './source.ts';
 import { ModelLoadError } from './types.ts';
 import type { ModelSource } from './types.ts';
 
@@ -469,8 +469,7 @@ function isRepoLevelError(response: Response): boolean {
 
 /** Repository paths only: a shard name from a downloaded index must not reach outside the cache. */
 function checkRepoPath(file: string): void {
-  const segments = file.split('/');
-  if (file.includes('\\') || segments.some((s) => s === '' || s === '.' || s === '..')) {
+  if (!isPathInsideFolder(file)) {
     throw new ModelLoadError(`${JSON.stringify(file)} is not a file path inside a repository`, file);
   }
 }

@@ -6,7 +6,7 @@ import type { FileHandle } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { isHubId } from './hub.ts';
 import { openHubSource } from './hub-node.ts';
-import { HttpModelSource } from './source.ts';
+import { HttpModelSource, isPathInsideFolder } from './source.ts';
 import { ModelLoadError } from './types.ts';
 import type { ModelSource, RandomAccessFile } from './types.ts';
 
@@ -22,7 +22,7 @@ export class FileModelSource implements ModelSource {
 
   async exists(file: string): Promise<boolean> {
     try {
-      return (await stat(join(this.location, file))).isFile();
+      return (await stat(this.pathOf(file))).isFile();
     } catch (error) {
       if (isMissing(error)) return false;
       throw this.readError(file, error);
@@ -31,7 +31,7 @@ export class FileModelSource implements ModelSource {
 
   async readText(file: string): Promise<string> {
     try {
-      return await readFile(join(this.location, file), 'utf8');
+      return await readFile(this.pathOf(file), 'utf8');
     } catch (error) {
       throw this.readError(file, error);
     }
@@ -58,7 +58,7 @@ export class FileModelSource implements ModelSource {
   private async openHandle(file: string): Promise<{ handle: FileHandle; size: number }> {
     let handle: FileHandle;
     try {
-      handle = await open(join(this.location, file), 'r');
+      handle = await open(this.pathOf(file), 'r');
     } catch (error) {
       throw this.readError(file, error);
     }
@@ -83,7 +83,7 @@ export class FileModelSource implements ModelSource {
       }
       if (bytesRead === 0) {
         throw new ModelLoadError(
-          `${join(this.location, file)} ended at byte ${offset + loaded} while it was read, though it was ${size} bytes when opened: another program changed it; try again`,
+          `${this.pathOf(file)} ended at byte ${offset + loaded} while it was read, though it was ${size} bytes when opened: another program changed it; try again`,
           file,
         );
       }
@@ -93,8 +93,14 @@ export class FileModelSource implements ModelSource {
     return bytes;
   }
 
+  /** The file's path; a name that would reach outside the folder is refused, as the Hub source refuses it. */
+  private pathOf(file: string): string {
+    if (!isPathInsideFolder(file)) throw new ModelLoadError(`${JSON.stringify(file)} is not a file path inside the folder ${this.location}`, file);
+    return join(this.location, file);
+  }
+
   private readError(file: string, error: unknown): ModelLoadError {
-    const path = join(this.location, file);
+    const path = this.pathOf(file);
     if (isMissing(error)) return new ModelLoadError(`${path} not found: the folder must hold ${file}`, file);
     return new ModelLoadError(`${path} could not be read: ${(error as Error).message}`, file);
   }

@@ -9,6 +9,15 @@ export function joinUrl(base: string, file: string): string {
   return `${base.replace(/\/+$/, '')}/${path}`;
 }
 
+/**
+ * Whether `file` names a file inside a folder: relative, '/'-separated, with no empty, '.' or '..'
+ * segment. Names from downloaded files (a sharded index's weight_map) must pass it before they
+ * are read, so that none reaches outside the model folder or the cache.
+ */
+export function isPathInsideFolder(file: string): boolean {
+  return !file.includes('\\') && file.split('/').every((segment) => segment !== '' && segment !== '.' && segment !== '..');
+}
+
 /** A JSON file of the model folder, parsed; a syntax error names the file and the line and column. */
 export async function readJsonFile(source: ModelSource, file: string): Promise<unknown> {
   const text = await source.readText(file);

@@ -1,6 +1,6 @@
 // The weights of a Llama-family checkpoint in Hugging Face layout, read into host memory as float32
 // and checked, name by name and shape by shape, against the config.
-import { readJsonFile } from './source.ts';
+import { isPathInsideFolder, readJsonFile } from './source.ts';
 import { openSafetensors, tensorToFloat32 } from './safetensors.ts';
 import type { SafetensorsEntry } from './safetensors.ts';
 import { DOWNLOAD_AGAIN, ModelLoadError } from './types.ts';
@@ -158,6 +158,16 @@ function readWeightMap(index: unknown): Map<string, string> {
         'the index is damaged',
       INDEX_FILE,
       bad[0],
+      DOWNLOAD_AGAIN,
+    );
+  }
+  const outside = entries.find(([, file]) => !isPathInsideFolder(file as string));
+  if (outside) {
+    throw new ModelLoadError(
+      `${INDEX_FILE}: weight_map maps '${outside[0]}' to ${JSON.stringify(outside[1])}, which is not a file inside the ` +
+        'model folder (shard names are relative paths without "..", "." or empty parts): the index is damaged or was made to read other files',
+      INDEX_FILE,
+      outside[0],
       DOWNLOAD_AGAIN,
     );
   }
