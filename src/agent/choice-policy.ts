@@ -28,7 +28,7 @@ import type { TrainBatch } from '../engine/train/batch.ts';
 import type { Trainer } from '../engine/train/trainer.ts';
 import type { Env, EnvInfo } from '../env/types.ts';
 import { actionEntropy, actionLogProbs, sampleAction } from '../rl/action-policy.ts';
-import { startEpisodes, type PlayedEpisode, type PlayOptions, type PlayRequest, type Policy, type PolicyLoss, type PolicyOptions, type PolicyStep, type UpdateItem, type UpdateMetrics } from './policy.ts';
+import { actionKl, startEpisodes, type PlayedEpisode, type PlayOptions, type PlayRequest, type Policy, type PolicyLoss, type PolicyOptions, type PolicyStep, type UpdateItem, type UpdateMetrics } from './policy.ts';
 import { Transcript } from './transcript.ts';
 
 export interface ChoiceStep extends PolicyStep {
@@ -228,7 +228,7 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
                 truncated: result.truncated || (!result.terminated && t === module.maxEpisodeSteps - 1),
                 info: result.info as EnvInfo,
                 logProb: logProbs[chosen],
-                ...(reference ? { referenceLogProb: reference[i].logProbs[chosen] } : {}),
+                ...(reference ? { referenceLogProb: reference[i].logProbs[chosen], referenceKl: actionKl([logProbs[chosen]], [reference[i].logProbs[chosen]]) } : {}),
                 ...(value ? { value: dot(value.weight, scored[i].hidden!) + value.bias } : {}),
                 tokens: { ids: [...l.transcript.ids], actionMask: [...l.transcript.actionMask], logprobs: scored[i].tokenLogprobs[chosen] },
                 context,
@@ -296,7 +296,7 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
       // g_a = ∂L/∂ log π(a|s) of the objective and the KL penalty.
       let gChosen: number;
       const ratio = Math.exp(logPi[a] - step.logProb);
-      approxKl += ratio - 1 - (logPi[a] - step.logProb);
+      approxKl += actionKl([step.logProb], [logPi[a]]);
       if (loss.objective === 'nll') gChosen = -1;
       else if (loss.objective === 'pg') gChosen = -advantage;
       else {

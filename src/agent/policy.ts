@@ -51,6 +51,8 @@ export interface PolicyStep {
   logProb: number;
   /** log π_ref(a|s) under the reference model (adapter off), when play was asked for it. */
   referenceLogProb?: number;
+  /** KL(π ‖ π_ref) at this state, estimated from the action taken (actionKl), when play was asked for the reference. */
+  referenceKl?: number;
   /** V(s) from the value head when the action was taken, when play was asked for it. */
   value?: number;
   /** The transcript's tokens up to and including this action, for storage and inspection. */
@@ -112,7 +114,7 @@ export interface UpdateItem<S extends PolicyStep = PolicyStep> {
 }
 
 export interface UpdateMetrics extends StepMetrics {
-  /** Mean over the items of (ρ - 1) - log ρ, the KL(π_old || π) estimate PPO's early stop reads. */
+  /** KL(π_old ‖ π) per action (actionKl), averaged over the items: what PPO's early stop reads. */
   approxKl: number;
   /** Share of items whose PPO ratio was clipped. */
   clipFraction: number;
@@ -129,6 +131,32 @@ export interface Policy<S extends PolicyStep = PolicyStep> {
   play(requests: PlayRequest[], options?: PlayOptions): Promise<PlayedEpisode<S>[]>;
   /** One optimiser step of `trainer` on the items. */
   update(trainer: Trainer, items: UpdateItem<S>[], loss: PolicyLoss): Promise<UpdateMetrics>;
+}
+
+/**
+ * The one KL estimate of the agent, in both policy modes: KL(p ‖ q) at an action's state, in nats per
+ * action, from the action drawn from p. `sampled` and `other` are log p and log q of each draw the
+ * action was made of; each draw adds k3(r) = e^r − 1 − r, r = log q − log p (Schulman, "Approximating
+ * KL divergence"). Like the mean of log-ratios (k1) it is unbiased, but it is never negative, so
+ * neither a chart nor a threshold ever reads a negative KL. It gives PPO's approx KL (p = π_old,
+ * q = π) and the KL to the reference (p = π, q = π_ref).
+ *
+ * The unit is the action, the policy's decision, so that one threshold means the same in both modes.
+ * A choice-mode action is one draw from the softmax over the candidates. A text-mode action is drawn
+ * token by token, so its KL is the sum of its tokens' KLs (the chain rule), estimated by the sum of
+ * their k3s: unbiased like k3 of the summed log-ratio, with less variance (that exponential grows
+ * with the action's length); it is the per-token k3 the text-mode loss penalises, summed as TRL sums a
+ * completion's KL. A mean over tokens instead would measure a different thing, shrinking as actions grow
+ * longer, so that one targetKl would stop text mode far later than choice mode.
+ */
+export function actionKl(sampled: readonly number[], other: readonly number[]): number {
+  if (sampled.length !== other.length) throw new RangeError(`actionKl: ${sampled.length} sampled log-probs against ${other.length} to compare with`);
+  let kl = 0;
+  for (let i = 0; i < sampled.length; i++) {
+    const r = other[i] - sampled[i];
+    kl += Math.expm1(r) - r;
+  }
+  return kl;
 }
 
 /** Thrown by play() when demonstrations are asked of an environment without a scripted expert. */

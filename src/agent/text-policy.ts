@@ -25,7 +25,7 @@ import { PromptCache } from '../engine/prompt-cache.ts';
 import { pcgHash, resolveSampling } from '../engine/sampling-params.ts';
 import type { Env, EnvInfo, StepResult } from '../env/types.ts';
 import { actionSpans, type ActionSpan } from '../rl/credit.ts';
-import { startEpisodes, type PlayedEpisode, type PlayOptions, type PlayRequest, type Policy, type PolicyLoss, type PolicyOptions, type PolicyStep, type UpdateItem, type UpdateMetrics } from './policy.ts';
+import { actionKl, startEpisodes, type PlayedEpisode, type PlayOptions, type PlayRequest, type Policy, type PolicyLoss, type PolicyOptions, type PolicyStep, type UpdateItem, type UpdateMetrics } from './policy.ts';
 import { Transcript } from './transcript.ts';
 
 /** An episode's token sequence and action mask. */
@@ -316,6 +316,7 @@ export class TextPolicy implements Policy<TextStep> {
         l.episode.steps.forEach((step, k) => {
           step.referenceLogprobs = spanLogprobs(reference.tokenLogprobs[i], spans[i][k]);
           step.referenceLogProb = sum(step.referenceLogprobs);
+          step.referenceKl = actionKl(step.tokens.logprobs, step.referenceLogprobs);
         }),
       );
     }
@@ -414,16 +415,18 @@ export class TextPolicy implements Policy<TextStep> {
       valueClip,
     };
     const metrics = await trainer.step(batches, weights);
-    // approxKl, clipFraction and entropy are means over the update's action tokens (not over steps):
-    // the token-level view of PPO's early-stop KL, its clipped share, and the entropy of the
+    // approxKl is per action, as in choice mode (actionKl): the sum over an action's tokens of their
+    // k3 = (ρ − 1) − log ρ, which the trainer's approx_kl term averages over the update's action tokens.
+    // clipFraction and entropy are means over those tokens: PPO's clipped share and the entropy of the
     // next-token distributions. logProb is per step: log π(a|s) sums its tokens' log-probs, which the
     // trainer's nll term (a token mean, under the policy before the step) gives back.
+    const tokensPerStep = metrics.actionTokens / items.length;
     return {
       ...metrics,
-      approxKl: metrics.terms['losses/approx_kl'],
+      approxKl: metrics.terms['losses/approx_kl'] * tokensPerStep,
       clipFraction: metrics.terms['losses/clip_fraction'],
       entropy: metrics.terms['losses/entropy'],
-      logProb: (-metrics.terms['losses/nll'] * metrics.actionTokens) / items.length,
+      logProb: -metrics.terms['losses/nll'] * tokensPerStep,
     };
   }
 }

@@ -87,10 +87,21 @@ export function episodeMetrics(episodes: readonly PlayedEpisode[]): Record<strin
 }
 
 /**
+ * The KL to the reference per episode, `losses/kl` and what PPO's klTarget steers: the mean over the
+ * episodes of the sum of their steps' referenceKl (each action's k3 estimate, actionKl), so it is never
+ * negative, and is the same quantity in choice and text mode. An episode's KL is the sum of its
+ * actions' KLs (the chain rule over its steps); a step played without the reference adds nothing.
+ */
+export function referenceKlPerEpisode(episodes: readonly PlayedEpisode[]): number {
+  if (episodes.length === 0) return NaN;
+  return episodes.reduce((total, e) => total + e.steps.reduce((sum, s) => sum + (s.referenceKl ?? 0), 0), 0) / episodes.length;
+}
+
+/**
  * The trainer's step metrics under CleanRL's chart names. `policyTerm` is the loss term that is the
  * algorithm's policy objective (every term is measured whatever its weight, so the algorithm says
  * which one is its policy loss; null when it has none, as DQN). Algorithms with a KL penalty report
- * `losses/kl`, the KL to the reference per episode, themselves.
+ * `losses/kl`, the KL to the reference per episode (referenceKlPerEpisode), themselves.
  */
 export function lossMetrics(
   m: { 'losses/total': number; 'losses/grad_norm': number; 'losses/value_grad_norm': number; 'charts/learning_rate': number; skipped: boolean; terms: Record<string, number> },

@@ -7,7 +7,7 @@
 //   loss = −mean_t A_i log π(a_t|s_t) + β k3(π, π_ref)     (k3 = e^(ref − lp) − (ref − lp) − 1 on the
 //          chosen action, the reference being the model with the adapter off; β = 0 skips it)
 // One optimiser step per update, on-policy, so PPO's ratio clipping is the identity and is left out.
-import { episodeMetrics, lossMetrics, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
+import { episodeMetrics, lossMetrics, referenceKlPerEpisode, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
 import { groupAdvantages } from './group-advantages.ts';
 import { annealLearningRateSetting, booleanSetting, defaultsOf, integerSetting, learningRateSetting, numberSetting, type SettingsOf, type SettingsSchema } from './settings.ts';
 
@@ -44,14 +44,13 @@ export function grpo(config: GrpoConfig = GRPO_DEFAULTS): Algorithm {
       // 3. One policy-gradient step, every step of an episode carrying its episode's advantage.
       const items = episodes.flatMap((e, i) => e.steps.map((step) => ({ step, advantage: advantages[i] })));
       const metrics = await policy.update(trainer, items, { objective: 'pg', kl: config.klCoefficient });
-      const klPerEpisode = episodes.map((e) => e.steps.reduce((sum, s) => sum + (s.referenceLogProb === undefined ? 0 : s.logProb - s.referenceLogProb), 0));
       return {
         episodes: played,
         metrics: {
           ...episodeMetrics(played),
           ...lossMetrics(metrics, 'losses/policy_gradient', false),
           'losses/entropy': metrics.entropy,
-          ...(config.klCoefficient > 0 ? { 'losses/kl': klPerEpisode.reduce((a, b) => a + b, 0) / klPerEpisode.length } : {}),
+          ...(config.klCoefficient > 0 ? { 'losses/kl': referenceKlPerEpisode(episodes) } : {}),
         },
       };
     },

@@ -12,11 +12,12 @@
 //   ρ_t   = π(a_t|s_t) / π_old(a_t|s_t)
 //   loss  = −min(ρ A, clip(ρ, 1 ± ε) A) + c_V ½ max((V − R)², (V_clip − R)²) − c_H H(π) + β k3(π, π_ref)
 //   adaptive β (Ziegler et al. 2019): e = clip(KL / KL_target − 1, ±0.2), β ← β (1 + e), KL being the
-//   mean per-episode Σ_t (log π − log π_ref) of the batch just played
-//   early stop: an epoch ends the update once the minibatch's approx KL(π_old‖π) exceeds 1.5 · target_kl
+//   mean per-episode KL to the reference of the batch just played (k3, referenceKlPerEpisode)
+//   early stop: an epoch ends the update once the minibatch's approx KL(π_old‖π) per action (k3,
+//   actionKl in src/agent/policy.ts) exceeds 1.5 · target_kl
 import { mulberry32 } from '../common/random.ts';
 import { normalizeAdvantages } from './advantages.ts';
-import { episodeMetrics, episodeSeeds, gaeItems, lossMetrics, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
+import { episodeMetrics, episodeSeeds, gaeItems, lossMetrics, referenceKlPerEpisode, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
 import {
   annealLearningRateSetting, defaultsOf, entropyCoefSetting, episodesPerUpdateSetting, gaeLambdaSetting, gammaSetting, integerSetting, learningRateSetting,
   normalizeAdvantagesSetting, numberSetting, optionalNumberSetting, valueCoefSetting, type SettingsOf, type SettingsSchema,
@@ -33,8 +34,8 @@ export const PPO_SETTINGS = {
   valueCoef: valueCoefSetting(0.5),
   entropyCoef: entropyCoefSetting(0.01),
   klCoef: numberSetting(0.02, 'Penalty β for drifting from the base model (its start, when adaptive; 0: no reference model at all).', { min: 0 }),
-  klTarget: optionalNumberSetting(null, 'Adaptive KL: β is tuned to keep the per-episode KL to the base model near this.', 'β stays fixed', { min: 0, exclusiveMin: true }),
-  targetKl: optionalNumberSetting(0.05, 'Stop an update’s passes early once a minibatch’s approx KL to the old policy exceeds 1.5 × this.', 'never stop early', { min: 0, exclusiveMin: true }),
+  klTarget: optionalNumberSetting(null, 'Adaptive KL: β is tuned to keep the per-episode KL to the base model near this.', 'β stays fixed', { min: 0, exclusiveMin: true, unit: 'nats per episode' }),
+  targetKl: optionalNumberSetting(0.05, 'Stop an update’s passes early once a minibatch’s approx KL to the old policy exceeds 1.5 × this.', 'never stop early', { min: 0, exclusiveMin: true, unit: 'nats per action' }),
   normalizeAdvantages: normalizeAdvantagesSetting(true),
   // A third of REINFORCE's and GRPO's: PPO takes updateEpochs × numMinibatches optimiser steps per
   // update where they take one, so at their rate it moves four times as far on the same noisy
@@ -89,7 +90,7 @@ export function ppo(config: PpoConfig = PPO_DEFAULTS): Algorithm {
         }
       }
       // 4. The KL coefficient follows its target.
-      const klToReference = mean(episodes.map((e) => e.steps.reduce((sum, s) => sum + (s.referenceLogProb === undefined ? 0 : s.logProb - s.referenceLogProb), 0)));
+      const klToReference = referenceKlPerEpisode(episodes);
       const usedKlCoef = klCoef;
       if (config.klTarget !== null && klCoef > 0) klCoef *= 1 + Math.min(Math.max(klToReference / config.klTarget - 1, -0.2), 0.2);
       const values = items.map((i) => i.step.value!);
