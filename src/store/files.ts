@@ -120,6 +120,11 @@ function decodeMetric(value: unknown): Metric {
   return checkMetric({ ...m, value: v });
 }
 
+/** A run folder whose run.json cannot be read: the error names it and how to go on. */
+function damagedRun(dir: string, problem: string): StoreError {
+  return new StoreError(`${join(dir, RUN_FILE)} ${problem}: the run folder ${dir} is damaged; move it away (or delete it) to start the run again, or pass another --out`);
+}
+
 export class FileTrajectoryStore implements TrajectoryStore {
   private readonly keep: number;
   private readonly warn: (message: string) => void;
@@ -303,7 +308,14 @@ export class FileTrajectoryStore implements TrajectoryStore {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw e;
     }
-    return JSON.parse(text) as Run;
+    let run: unknown;
+    try {
+      run = JSON.parse(text);
+    } catch (e) {
+      throw damagedRun(this.runDir(id), `is not valid JSON (${(e as Error).message})`);
+    }
+    if (typeof run !== 'object' || run === null || Array.isArray(run)) throw damagedRun(this.runDir(id), `holds ${JSON.stringify(run)}, not a run record`);
+    return run as Run;
   }
 
   async listRuns(): Promise<Run[]> {

@@ -75,3 +75,18 @@ test('layout: a folder per run, checkpoints/<step>/<file>, no temp leftovers', a
   expect(JSON.parse(await readFile(join(root, 'r', 'run.json'), 'utf8'))).toMatchObject({ id: 'r', config: { a: 1 } });
   expect(await store.listCheckpoints('r')).toEqual([5]);
 });
+
+test('a damaged run.json names the file and says what to do, instead of a bare JSON error', async () => {
+  await store.createRun({ id: 'r', config: {} });
+  for (const [text, problem] of [
+    ['{"id": "r", "config": {', 'is not valid JSON ('],
+    ['\u0000\u0000\u0000', 'is not valid JSON ('],
+    ['null', 'holds null, not a run record'],
+  ]) {
+    await writeFile(join(root, 'r', 'run.json'), text);
+    const error = await store.getRun('r').catch((e: unknown) => e as Error);
+    expect(error).toBeInstanceOf(Error);
+    expect((error as Error).message).toContain(`${join(root, 'r', 'run.json')} ${problem}`);
+    expect((error as Error).message).toMatch(/: the run folder .* is damaged; move it away \(or delete it\) to start the run again, or pass another --out$/);
+  }
+});
