@@ -3,7 +3,7 @@
 // is; GRPO and PPO report it as losses/kl per episode; and PPO's approx KL is per action in both policy
 // modes, so that one targetKl stops choice and text mode at the same drift.
 import { beforeAll, describe, expect, test } from 'vitest';
-import { ChoicePolicy } from '../../src/agent/choice-policy.ts';
+import { ChoicePolicy, type ChoiceStep } from '../../src/agent/choice-policy.ts';
 import { actionKl, type PlayedEpisode, type Policy, type PolicyOptions, type PolicyStep, type UpdateMetrics } from '../../src/agent/policy.ts';
 import { TextPolicy, type TextStep } from '../../src/agent/text-policy.ts';
 import type { GpuLoraAdapter } from '../../src/engine/lora/gpu-adapter.ts';
@@ -141,8 +141,9 @@ describe('KL on the GPU, in both policy modes', () => {
   /** log π of each step's draws under the policy as it is now. */
   async function currentDraws(policy: Policy, steps: PolicyStep[]): Promise<number[][]> {
     if (policy instanceof ChoicePolicy) {
-      const scored = await policy.scoreStates(steps as Parameters<ChoicePolicy['scoreStates']>[0]);
-      return scored.map((s, i) => [s.logProbs[(steps[i] as { chosen: number }).chosen]]);
+      const choice = steps as ChoiceStep[];
+      const scored = await policy.scoreStates(choice);
+      return scored.map((s, i) => [s.logProbs[choice[i].chosen]]);
     }
     const text = steps as TextStep[];
     const { tokenLogprobs } = await model.score(text.map((s) => s.tokens.ids), { adapter: policy.options.adapter });
