@@ -259,7 +259,7 @@ export class IndexedDbTrajectoryStore implements TrajectoryStore {
     checkCheckpointFiles(files);
     const keep = Math.max(1, options.keep ?? this.keep);
     // Exact copies: a Uint8Array may be a view on a larger buffer.
-    const records = [...files].map(([name, bytes]) => ({ runId, step, name, data: bytes.slice().buffer as ArrayBuffer }));
+    const records = [...files].map(([name, bytes]) => ({ runId, step, name, data: new Uint8Array(bytes).buffer as ArrayBuffer }));
     await this.write(['runs', 'checkpoints', 'checkpointFiles'], async (tx) => {
       if (!(await tx.objectStore('runs').get(runId))) throw new StoreError(`run ${runId} does not exist`);
       const meta = tx.objectStore('checkpoints');

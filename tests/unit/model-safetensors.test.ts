@@ -47,6 +47,18 @@ describe('parseSafetensors and tensorToFloat32', () => {
     expect(tensorToFloat32(tensors.get('b')!, FILE)).toEqual(b);
   });
 
+  it('decode a file read as a Node Buffer (whose slice() is a view of the whole file) to the tensor alone', () => {
+    const a = Float32Array.from([0.125, -2, 3]);
+    const b = Float32Array.from([4, 5]);
+    const file = Buffer.from(writeSafetensors([
+      { name: 'a', dtype: 'F32', shape: [3], data: a },
+      { name: 'b', dtype: 'F32', shape: [2], data: b },
+    ]));
+    const tensors = parseSafetensors(file, FILE);
+    expect(decodeTensor(tensors.get('b')!, FILE)).toEqual({ values: b, maxAbs: 5 });
+    expect(tensorToFloat32(tensors.get('a')!, FILE)).toEqual(a);
+  });
+
   it('converts F16 exactly, subnormals included', () => {
     const cases: [number, number][] = [
       [0x0000, 0],

@@ -184,8 +184,9 @@ export function decodeTensor(tensor: SafetensorsTensor, file: string): DecodedTe
  */
 function decodeFloats(tensor: SafetensorsTensor, file: string): DecodedTensor & { firstNonFinite: number } {
   // Copying into a fresh buffer both aligns the data and lets typed arrays read it directly;
-  // safetensors is little-endian, as is every host that runs WebGPU.
-  const copy = tensor.bytes.slice();
+  // safetensors is little-endian, as is every host that runs WebGPU. The constructor always copies
+  // (a Node Buffer's slice() is a view of the whole file).
+  const copy = new Uint8Array(tensor.bytes);
   let values: Float32Array;
   let maxAbs = 0;
   let firstNonFinite = -1;
