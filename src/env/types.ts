@@ -68,4 +68,10 @@ export interface BuiltinEnvModule extends EnvModule {
 /** An Env whose expert is always there and answers at once (built-ins: the default model's corpus and the tests call it synchronously). */
 export interface ExpertEnv extends Env {
   expertAction(): string;
+  /**
+   * The instance's hidden state (the answer, the secret number, the hidden tests): what the expert
+   * reads and what no observation, info or valid-action list may give away before the episode
+   * ends. Only in-process code calls it (the expert, tests); `rlplay serve` never sends it.
+   */
+  hiddenState(): unknown;
 }

@@ -1,9 +1,11 @@
 // The properties every built-in environment must have, checked the same way for each:
 // a scripted expert that succeeds, a random policy that does clearly worse, exact reproducibility
-// by seed, disjoint train and test instances, and robustness to malformed actions.
+// by seed, disjoint train and test instances, robustness to malformed actions, and hidden state
+// that no frame of the OpenEnv wire format shows before the episode ends.
 import { expect } from 'vitest';
 import { mulberry32 } from '../../src/common/random.ts';
-import type { BuiltinEnvModule, Env, ExpertEnv, ResetOptions, StepResult } from '../../src/env/types.ts';
+import type { BuiltinEnvModule, Env, EnvModule, ExpertEnv, ResetOptions, StepResult } from '../../src/env/types.ts';
+import { OpenEnvSession } from '../../src/serve/openenv.ts';
 
 export interface EpisodeLog {
   instance: unknown;
@@ -28,7 +30,7 @@ export async function runEpisode(module: BuiltinEnvModule, seed: number, options
   const env = module.make();
   const random = mulberry32(seed * 7 + 1);
   const reset = await env.reset({ seed, options });
-  const log: EpisodeLog = { instance: reset.info.instance, observations: [reset.observation], actions: [], rewards: [], success: false, steps: 0 };
+  const log: EpisodeLog = { instance: env.hiddenState(), observations: [reset.observation], actions: [], rewards: [], success: false, steps: 0 };
   let observation = reset.observation;
   for (let t = 0; t < module.maxEpisodeSteps; t++) {
     const action = await policy(env, observation, random);
@@ -67,7 +69,8 @@ export async function checkBuiltinEnvironment(module: BuiltinEnvModule, episodes
     expect(expert, `expert success at difficulty ${difficulty}`).toBeGreaterThanOrEqual(0.95);
     expect(random, `random success at difficulty ${difficulty} (expert ${expert})`).toBeLessThanOrEqual(expert - 0.3);
   }
-  // Same seed, same episode; train and test instances never coincide.
+  await checkHiddenStateStaysHidden(module);
+  // Same seed, same episode; train and test instances (the hidden state, all of it) never coincide.
   const a = await runEpisode(module, 42, { split: 'train' }, randomPolicy);
   const b = await runEpisode(module, 42, { split: 'train' }, randomPolicy);
   expect(b).toEqual(a);
@@ -86,4 +89,119 @@ export async function checkBuiltinEnvironment(module: BuiltinEnvModule, episodes
     expect(Number.isFinite(result.reward)).toBe(true);
     expect(typeof result.observation).toBe('string');
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hidden state: what solves an instance never leaves the environment before the episode ends.
+
+/** A hidden value to look for in what an environment sends: a number (also as a whole number inside text) or a string. */
+export type HiddenValue = number | string;
+
+/**
+ * The values of each built-in's hidden state (hiddenState()) that solve its instance, or that the
+ * agent may only find out by acting: the tool-use answer and the table values it needs, the secret number, the hidden tests'
+ * inputs, the support-desk case's kind and the records not yet looked up, the web-shop order
+ * number. Values too short to tell from a coincidence (numbers below 100, strings under 4
+ * characters) are left out by `distinctive`.
+ */
+export const HIDDEN_VALUES: Record<string, (hidden: any) => HiddenValue[]> = {
+  'tool-use': (instance: { answer: number; table: Record<string, number>; needed: string[] }) => [instance.answer, ...instance.needed.map((key) => instance.table[key])],
+  reasoning: (state: { secret: number }) => [state.secret],
+  'code-gen': (state: { tests: Array<{ args: unknown[] }> }) => state.tests.flatMap((test) => test.args.map((arg) => JSON.stringify(arg).slice(0, 100))),
+  'support-desk': (c: { kind: string; orders: Array<{ id: string; email: string; address: string }>; claimedEmail: string; newAddress?: string; given: { address: boolean } }) => [
+    // The plain kinds (refund, status, address) are words of the rules; the others say how the case must end.
+    ...(c.kind.includes('-') ? [c.kind] : []),
+    ...c.orders.map((order) => order.address),
+    c.orders[2].id, // another customer's order: nothing the agent sees names it
+    ...c.orders.filter((order) => order.email !== c.claimedEmail).map((order) => order.email),
+    ...(c.newAddress !== undefined && !c.given.address ? [c.newAddress] : []),
+  ],
+  'web-shop': (state: { orderNumber: number }) => [state.orderNumber],
+};
+
+export function distinctive(values: HiddenValue[]): HiddenValue[] {
+  return [...new Set(values)].filter((value) => (typeof value === 'number' ? Math.abs(value) >= 100 : value.length >= 4));
+}
+
+/** The JSON paths of the leaves of `frame` that hold `value` (equal to it, or text that contains it; a number only whole). */
+export function pathsHolding(frame: unknown, value: HiddenValue, path = '$'): string[] {
+  if (typeof frame === 'number' || typeof frame === 'string') {
+    if (frame === value) return [path];
+    if (typeof frame !== 'string') return [];
+    const holds = typeof value === 'number' ? new RegExp(`(?<![\\d.])${String(value).replace('.', '\\.')}(?![\\d]|\\.\\d)`).test(frame) : frame.includes(value);
+    return holds ? [path] : [];
+  }
+  if (Array.isArray(frame)) return frame.flatMap((item, i) => pathsHolding(item, value, `${path}[${i}]`));
+  if (typeof frame === 'object' && frame !== null) return Object.entries(frame).flatMap(([key, item]) => pathsHolding(item, value, `${path}.${key}`));
+  return [];
+}
+
+/**
+ * Watches the frames of one episode as they are sent (observations, state and error messages,
+ * HTTP bodies) and records each hidden value that one shows before the episode ends. A value that a
+ * step's observation text shows is what the agent found out by acting (a lookup that reads the
+ * table): from that frame on it may show anywhere.
+ */
+export class HiddenStateWatch {
+  readonly leaks: string[] = [];
+  private readonly revealed = new Set<HiddenValue>();
+
+  /**
+   * @param hidden the values to watch for (already `distinctive`)
+   * @param listsMayHold valid_actions may hold them: reasoning's guesses span the interval the
+   *   feedback leaves, which holds the secret by construction (in numeric order, so the list's order says nothing)
+   */
+  constructor(
+    private readonly hidden: HiddenValue[],
+    private readonly listsMayHold = false,
+  ) {}
+
+  /** One frame sent before the episode ended; `stepText` is the observation text a step answered with. */
+  see(where: string, frame: unknown, stepText?: string): void {
+    for (const value of this.hidden) {
+      if (this.revealed.has(value)) continue;
+      if (stepText !== undefined && pathsHolding(stepText, value).length > 0) {
+        this.revealed.add(value);
+        continue;
+      }
+      const paths = pathsHolding(frame, value).filter((p) => !(this.listsMayHold && p.includes('.valid_actions[')));
+      if (paths.length > 0) this.leaks.push(`${where}: ${JSON.stringify(value)} at ${paths.join(', ')}`);
+    }
+  }
+}
+
+/** Plays `module` through the OpenEnv session (the frames `rlplay serve` sends, before transport) and fails on any frame that shows hidden state before the end. */
+export async function checkHiddenStateStaysHidden(module: BuiltinEnvModule, seeds = [0, 1, 2, 3]): Promise<void> {
+  const hiddenValues = HIDDEN_VALUES[module.id];
+  expect(hiddenValues, `HIDDEN_VALUES has no entry for ${module.id}`).toBeDefined();
+  const leaks: string[] = [];
+  let watched = 0;
+  for (const split of ['train', 'test'] as const) {
+    for (const difficulty of [1, 2, 3]) {
+      for (const seed of seeds) {
+        for (const policy of ['expert', 'random'] as const) {
+          const env = module.make();
+          const session = new OpenEnvSession({ ...module, make: () => env } satisfies EnvModule);
+          await session.open();
+          const random = mulberry32(seed * 7 + 1);
+          let frame = await session.reset({ seed, options: { split, difficulty }, episodeId: 'e' });
+          const hidden = distinctive(hiddenValues(env.hiddenState()));
+          watched += hidden.length;
+          const watch = new HiddenStateWatch(hidden, module.id === 'reasoning');
+          const where = `${module.id} ${split} difficulty ${difficulty} seed ${seed} ${policy}`;
+          watch.see(`${where} reset`, frame);
+          for (let t = 1; !frame.done; t++) {
+            const actions = frame.observation.valid_actions ?? [];
+            const action = policy === 'expert' ? env.expertAction() : actions[Math.floor(random() * actions.length)];
+            frame = await session.step(action);
+            if (!frame.done) watch.see(`${where} step ${t}`, frame, frame.observation.text);
+          }
+          await session.close();
+          leaks.push(...watch.leaks);
+        }
+      }
+    }
+  }
+  expect(leaks).toEqual([]);
+  expect(watched, `no distinctive hidden values of ${module.id} were watched`).toBeGreaterThan(0);
 }

@@ -1,7 +1,7 @@
 // The code-gen built-in and the QuickJS sandbox: the shared contract, sandbox limits and isolation,
 // code extraction, and hand-played episodes.
 import { describe, expect, test } from 'vitest';
-import codeGen, { CODE_GEN_FAMILIES, extractCode, type CodeGenEnv, type CodeGenInstance } from '../../src/env/builtin/code-gen.ts';
+import codeGen, { CODE_GEN_FAMILIES, extractCode, type CodeGenEnv } from '../../src/env/builtin/code-gen.ts';
 import { runInSandbox, type SandboxTest } from '../../src/env/sandbox.ts';
 import { checkBuiltinEnvironment, expertPolicy, successRate } from '../support/env-contract.ts';
 
@@ -16,7 +16,7 @@ const SUM_TESTS: SandboxTest[] = [
 function start(seed: number, difficulty = 1, split: 'train' | 'test' = 'train') {
   const env = codeGen.make() as CodeGenEnv;
   const reset = env.reset({ seed, options: { split, difficulty } });
-  return { env, reset, instance: reset.info.instance as CodeGenInstance };
+  return { env, reset, instance: env.hiddenState().instance };
 }
 
 describe('QuickJS sandbox', () => {

@@ -6,7 +6,7 @@ import { checkBuiltinEnvironment } from '../support/env-contract.ts';
 function start(seed: number, difficulty = 1, split: 'train' | 'test' = 'train') {
   const env = reasoning.make() as ReasoningEnv;
   const reset = env.reset({ seed, options: { split, difficulty } });
-  return { env, reset, instance: reset.info.instance as { n: number; secret: number } };
+  return { env, reset, instance: env.hiddenState() };
 }
 
 describe('reasoning environment', () => {

@@ -3,12 +3,12 @@ import supportDesk from '../../src/env/builtin/support-desk.ts';
 import type { ResetOptions, StepResult } from '../../src/env/types.ts';
 import { checkBuiltinEnvironment } from '../support/env-contract.ts';
 
-/** The first test-split seed whose case matches `want` (by info.kind and opening text). */
+/** The first test-split seed whose case matches `want` (by its hidden kind and the opening text). */
 function findCase(options: ResetOptions, want: (kind: string, observation: string) => boolean) {
   for (let seed = 0; seed < 2000; seed++) {
     const env = supportDesk.make();
-    const { observation, info } = env.reset({ seed, options }) as { observation: string; info: { kind: string } };
-    if (want(info.kind, observation)) return { env, observation, seed };
+    const { observation } = env.reset({ seed, options }) as { observation: string };
+    if (want((env.hiddenState() as { kind: string }).kind, observation)) return { env, observation, seed };
   }
   throw new Error('no such case');
 }

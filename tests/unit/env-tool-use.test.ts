@@ -1,13 +1,13 @@
 // The tool-use built-in: the shared contract, the calculator, and hand-played episodes.
 import { describe, expect, test } from 'vitest';
-import toolUse, { evaluateExpression, formatNumber, type ToolUseEnv, type ToolUseInstance } from '../../src/env/builtin/tool-use.ts';
+import toolUse, { evaluateExpression, formatNumber, type ToolUseEnv } from '../../src/env/builtin/tool-use.ts';
 import { firstLine, matchAction, normalizeText, parseCommand, parseNumber } from '../../src/env/text-actions.ts';
 import { checkBuiltinEnvironment, expertPolicy, randomPolicy, successRate } from '../support/env-contract.ts';
 
 function start(seed: number, difficulty = 1, split: 'train' | 'test' = 'train') {
   const env = toolUse.make() as ToolUseEnv;
   const reset = env.reset({ seed, options: { split, difficulty } });
-  return { env, reset, instance: reset.info.instance as ToolUseInstance };
+  return { env, reset, instance: env.hiddenState() };
 }
 
 describe('tool-use environment', () => {

@@ -18,6 +18,7 @@
 import { runInSandbox, type SandboxLimits, type SandboxResult, type SandboxTest } from '../sandbox.ts';
 import type { BuiltinEnvModule, Env, ExpertEnv, ResetOptions, ResetResult, Split, StepResult } from '../types.ts';
 import { hashString, mulberry32 } from '../../common/random.ts';
+import { instanceId } from './instance-id.ts';
 
 const MAX_ATTEMPTS = 2;
 const HIDDEN_TESTS = 8;
@@ -350,7 +351,7 @@ export const CODE_GEN_FAMILIES: ReadonlyArray<Pick<Family, 'id' | 'difficulty'>>
 // ---------------------------------------------------------------------------------------------
 // Seeded instances.
 
-/** What one episode is about; JSON-comparable, reported as info.instance. */
+/** What one episode is about, hidden tests included: the hidden state (hiddenState()); info.instance has only its id, family and difficulty. */
 export interface CodeGenInstance {
   family: string;
   difficulty: number;
@@ -473,7 +474,8 @@ export class CodeGenEnv implements Env, ExpertEnv {
   reset({ seed, options }: { seed: number; options?: ResetOptions }): ResetResult {
     const split: Split = options?.split === 'test' ? 'test' : 'train';
     const difficulty = Math.min(3, Math.max(1, Math.round(Number(options?.difficulty ?? 1)) || 1));
-    const random = mulberry32(hashString(`code-gen|${seed}|${split}|${difficulty}`));
+    const instanceSeed = hashString(`code-gen|${seed}|${split}|${difficulty}`);
+    const random = mulberry32(instanceSeed);
     const want = split === 'train' ? 0 : 1;
     let task = makeTask(random, difficulty);
     while (splitClass(task.instance) !== want) task = makeTask(random, difficulty);
@@ -496,7 +498,8 @@ export class CodeGenEnv implements Env, ExpertEnv {
         `${this.limits.timeMs} ms and ${Math.round(this.limits.memoryBytes / (1 << 20))} MiB in all).`,
       `Reply with the complete function, for example in a \`\`\`js code block. You have ${MAX_ATTEMPTS} attempts.`,
     ].join('\n');
-    return { observation, info: { instance, split, difficulty } };
+    // The hidden tests' inputs and expected values stay here: info identifies the task only.
+    return { observation, info: { instance: { id: instanceId(instanceSeed), family: instance.family, difficulty }, split, difficulty } };
   }
 
   async step(action: string): Promise<StepResult> {
@@ -541,6 +544,11 @@ export class CodeGenEnv implements Env, ExpertEnv {
   expertAction(): string {
     this.requireTask();
     return this.reference;
+  }
+
+  hiddenState(): { instance: CodeGenInstance; tests: SandboxTest[] } {
+    const { instance, tests } = this.requireTask();
+    return { instance, tests };
   }
 
   close(): void {

@@ -12,6 +12,7 @@
 import { parseCommand, parseNumber } from '../text-actions.ts';
 import type { BuiltinEnvModule, Env, ExpertEnv, ResetOptions, ResetResult, Split, StepResult } from '../types.ts';
 import { hashString, mulberry32 } from '../../common/random.ts';
+import { instanceId } from './instance-id.ts';
 
 const RANGES = [30, 100, 500];
 const MAX_STEPS = 16;
@@ -51,7 +52,8 @@ export class ReasoningEnv implements Env, ExpertEnv {
   reset({ seed, options }: { seed: number; options?: ResetOptions }): ResetResult {
     const split: Split = options?.split === 'test' ? 'test' : 'train';
     const difficulty = Math.min(3, Math.max(1, Math.round(Number(options?.difficulty ?? 1)) || 1));
-    const random = mulberry32(hashString(`reasoning|${seed}|${split}|${difficulty}`));
+    const instanceSeed = hashString(`reasoning|${seed}|${split}|${difficulty}`);
+    const random = mulberry32(instanceSeed);
     this.n = RANGES[difficulty - 1];
     do this.secret = 1 + Math.floor(random() * this.n);
     while (splitOf(this.n, this.secret) !== split);
@@ -67,7 +69,8 @@ export class ReasoningEnv implements Env, ExpertEnv {
       'After each guess I say "higher" (the number is larger) or "lower" (it is smaller).',
       'Reply with one action: `guess: K`, for example `guess: 7`.',
     ].join('\n');
-    return { observation, info: { instance: { n: this.n, secret: this.secret }, split, difficulty, budget: this.budget } };
+    // The instance is its secret number, so info names it only by the seed it is drawn from.
+    return { observation, info: { instance: { id: instanceId(instanceSeed), n: this.n }, split, difficulty, budget: this.budget } };
   }
 
   step(action: string): StepResult {
@@ -116,6 +119,10 @@ export class ReasoningEnv implements Env, ExpertEnv {
   /** Bisection over the interval the feedback allows. */
   expertAction(): string {
     return `guess: ${Math.floor((this.lo + this.hi) / 2)}`;
+  }
+
+  hiddenState(): { n: number; secret: number } {
+    return { n: this.n, secret: this.secret };
   }
 
   close(): void {}

@@ -336,7 +336,8 @@ class SupportDesk implements Env, ExpertEnv {
     this.done = false;
     this.success = false;
     const observation = `${RULES}\nToday is ${isoDate(this.case.today)}.\n\n${FORMAT}\n\nCustomer: "${this.case.opening}"`;
-    return { observation, info: { instance: this.instance, split, difficulty, kind: this.case.kind } };
+    // The case's kind (e.g. 'refund-late', 'manager-later') says how it must end: info has it only once it has.
+    return { observation, info: { instance: this.instance, split, difficulty } };
   }
 
   step(action: string): StepResult {
@@ -353,29 +354,36 @@ class SupportDesk implements Env, ExpertEnv {
     }
     const truncated = !terminated && this.steps >= MAX_STEPS;
     if (truncated) this.done = true;
-    const info = this.info(terminated || truncated ? { success: this.success, outcome: outcome ?? 'truncated' } : {});
+    const info = this.info(terminated || truncated ? { success: this.success, outcome: outcome ?? 'truncated', kind: this.case.kind } : {});
     return { observation, reward, terminated, truncated, info };
   }
 
+  /**
+   * Every action the conversation so far allows, built from what the agent has seen (what the
+   * customer said, which orders it looked up), never from the case: so the list holds the expert's
+   * action without singling it out (every refusal reason once an order is looked up, not only the
+   * right one), and it is sorted, so its order says nothing either.
+   */
   validActions(): string[] {
     if (this.done) return [];
     const c = this.case;
-    // The expert's next action first, then plausible right and wrong ones, most relevant first.
-    const actions = new Set<string>([this.expertAction()]);
+    const actions = new Set<string>();
     const id = this.told.orderId ? c.targetId : this.mentioned[0];
     if (id) {
       actions.add(`refund: ${id}`);
       actions.add(`status: ${id}`);
+      if (this.told.address && c.newAddress) actions.add(`change_address: ${id} | ${c.newAddress}`);
     }
     actions.add('decline: this request is not covered by our policy');
+    if (this.lookedUp.size > 0) for (const reason of DECLINE_REASONS) actions.add(`decline: ${reason}`);
     actions.add('escalate');
     for (const m of this.mentioned) actions.add(`lookup: ${m}`);
+    const ask = this.askForMissing();
+    if (ask) actions.add(ask);
     if (!this.told.orderId || !this.told.email) actions.add('ask: Could you give me your order number and email?');
-    if (id && this.told.address && c.newAddress) actions.add(`change_address: ${id} | ${c.newAddress}`);
     actions.add('ask: What is the new shipping address?');
     actions.add('reply: I am looking into this for you.');
-    // Sorted, so a policy cannot learn "the expert's action comes first".
-    return [...actions].slice(0, 10).sort();
+    return [...actions].sort();
   }
 
   expertAction(): string {
@@ -383,20 +391,31 @@ class SupportDesk implements Env, ExpertEnv {
     if (this.done) return 'reply: Thank you for contacting Northwind Goods.';
     if (this.managerRequested) return 'escalate';
     if (c.outOfScope) return 'escalate';
-    const missing: string[] = [];
-    if (!this.told.orderId) missing.push('order number');
-    if (!this.told.email) missing.push('email');
-    if (c.intent === 'address' && !this.told.address) missing.push('new shipping address');
-    if (missing.length) return `ask: Could you give me your ${missing.length > 1 ? `${missing.slice(0, -1).join(', ')} and ${missing.at(-1)}` : missing[0]}?`;
+    const ask = this.askForMissing();
+    if (ask) return ask;
     if (!this.lookedUp.has(c.targetId)) return `lookup: ${c.targetId}`;
     const order = this.order(c.targetId)!;
-    if (c.claimedEmail !== order.email) return 'decline: the email you gave does not match the order, so I cannot verify your identity';
+    if (c.claimedEmail !== order.email) return `decline: ${EMAIL_MISMATCH}`;
     if (c.intent === 'refund') return refundable(order) ? `refund: ${order.id}` : `decline: ${refundRefusal(order)}`;
     if (c.intent === 'status') return `status: ${order.id}`;
-    return order.status === 'processing' ? `change_address: ${order.id} | ${c.newAddress}` : 'decline: the order has already shipped, so its address can no longer be changed';
+    return order.status === 'processing' ? `change_address: ${order.id} | ${c.newAddress}` : `decline: ${ALREADY_SHIPPED}`;
+  }
+
+  hiddenState(): Case {
+    return this.case;
   }
 
   // -- internals ------------------------------------------------------------------------------
+
+  /** The question for the details still missing (an address only for an address change, which the opening says), or null. */
+  private askForMissing(): string | null {
+    const missing: string[] = [];
+    if (!this.told.orderId) missing.push('order number');
+    if (!this.told.email) missing.push('email');
+    if (this.case.intent === 'address' && !this.told.address) missing.push('new shipping address');
+    if (missing.length === 0) return null;
+    return `ask: Could you give me your ${missing.length > 1 ? `${missing.slice(0, -1).join(', ')} and ${missing.at(-1)}` : missing[0]}?`;
+  }
 
   private info(extra: EnvInfo): EnvInfo {
     return { instance: this.instance, step: this.steps, ...extra };
@@ -531,10 +550,18 @@ class SupportDesk implements Env, ExpertEnv {
   }
 }
 
+const EMAIL_MISMATCH = 'the email you gave does not match the order, so I cannot verify your identity';
+const ALREADY_SHIPPED = 'the order has already shipped, so its address can no longer be changed';
+const NOT_DELIVERED = 'the order has not been delivered yet';
+const DELIVERED_TOO_LONG_AGO = `the item was delivered more than ${REFUND_WINDOW_DAYS} days ago`;
+const OPENED = 'the item has been opened and was not damaged';
+/** Every reason the rules give for declining: the valid actions offer them all, so that none marks the case out. */
+const DECLINE_REASONS = [EMAIL_MISMATCH, ALREADY_SHIPPED, NOT_DELIVERED, DELIVERED_TOO_LONG_AGO, OPENED];
+
 function refundRefusal(order: Order): string {
-  if (order.status !== 'delivered') return 'the order has not been delivered yet';
-  if ((order.deliveredDaysAgo ?? 0) > REFUND_WINDOW_DAYS) return `the item was delivered more than ${REFUND_WINDOW_DAYS} days ago`;
-  return 'the item has been opened and was not damaged';
+  if (order.status !== 'delivered') return NOT_DELIVERED;
+  if ((order.deliveredDaysAgo ?? 0) > REFUND_WINDOW_DAYS) return DELIVERED_TOO_LONG_AGO;
+  return OPENED;
 }
 
 const supportDesk: BuiltinEnvModule = {

@@ -24,6 +24,7 @@
 import { normalizeText, parseCommand, parseNumber } from '../text-actions.ts';
 import type { BuiltinEnvModule, Env, EnvInfo, ExpertEnv, ResetOptions, ResetResult, Split, StepResult } from '../types.ts';
 import { hashString, mulberry32 } from '../../common/random.ts';
+import { instanceId } from './instance-id.ts';
 
 const MAX_STEPS = 8;
 const PROGRESS_REWARD = 0.1;
@@ -117,7 +118,7 @@ export function formatNumber(value: number): string {
 
 type Kind = 'price' | 'population' | 'age' | 'arithmetic';
 
-/** What one episode is about; JSON-comparable, reported as info.instance. */
+/** What one episode is about: the hidden state (hiddenState()); info.instance has only its id, difficulty and kind. */
 export interface ToolUseInstance {
   difficulty: number;
   kind: Kind;
@@ -235,7 +236,8 @@ export class ToolUseEnv implements Env, ExpertEnv {
   reset({ seed, options }: { seed: number; options?: ResetOptions }): ResetResult {
     const split: Split = options?.split === 'test' ? 'test' : 'train';
     const difficulty = Math.min(3, Math.max(1, Math.round(Number(options?.difficulty ?? 1)) || 1));
-    const random = mulberry32(hashString(`tool-use|${seed}|${split}|${difficulty}`));
+    const instanceSeed = hashString(`tool-use|${seed}|${split}|${difficulty}`);
+    const random = mulberry32(instanceSeed);
     const want = split === 'train' ? 0 : 1;
     let instance = makeInstance(random, difficulty);
     while (splitClass(instance) !== want) instance = makeInstance(random, difficulty);
@@ -248,7 +250,9 @@ export class ToolUseEnv implements Env, ExpertEnv {
     this.wrongCalcs = wrongVariants(instance.expression, instance.answer);
     this.decoys = makeDecoys(instance, this.wrongCalcs, random);
     const distractorValues = Object.entries(instance.table).filter(([k]) => !instance.needed.includes(k)).map(([, v]) => v);
-    this.blindGuesses = [...new Set(distractorValues.filter((v) => v !== instance.answer))].slice(0, 2);
+    // Blind guesses are values the question does not need, so that none is the answer or one of its terms.
+    const neededValues = new Set([instance.answer, ...instance.needed.map((key) => instance.table[key])]);
+    this.blindGuesses = [...new Set(distractorValues.filter((v) => !neededValues.has(v)))].slice(0, 2);
     const keys = Object.keys(instance.table).join(', ');
     const observation = [
       `Question: ${instance.question}`,
@@ -256,7 +260,8 @@ export class ToolUseEnv implements Env, ExpertEnv {
       FORMATS,
       `You have ${MAX_STEPS} steps.`,
     ].join('\n');
-    return { observation, info: { instance, split, difficulty } };
+    // What identifies the instance (the seed it is drawn from), never what solves it: the table and the answer stay here.
+    return { observation, info: { instance: { id: instanceId(instanceSeed), difficulty, kind: instance.kind }, split, difficulty } };
   }
 
   step(action: string): StepResult {
@@ -319,7 +324,7 @@ export class ToolUseEnv implements Env, ExpertEnv {
     if (canCalc) actions.push(`calc: ${instance.expression}`, ...this.wrongCalcs.map((e) => `calc: ${e}`));
     const known = remaining.length === 0 && (instance.expression === null || this.computed);
     // Before the tools have been used, the answer candidates are distractor values (they reveal nothing).
-    const answers = known ? [instance.answer, ...this.decoys.slice(0, 2)] : this.blindGuesses;
+    const answers = known ? [instance.answer, ...this.decoys] : this.blindGuesses;
     for (const n of answers) actions.push(`answer: ${formatNumber(n)}`);
     return actions.sort();
   }
@@ -330,6 +335,10 @@ export class ToolUseEnv implements Env, ExpertEnv {
     if (next !== undefined) return `lookup: ${next}`;
     if (instance.expression !== null && !this.computed) return `calc: ${instance.expression}`;
     return `answer: ${formatNumber(instance.answer)}`;
+  }
+
+  hiddenState(): ToolUseInstance {
+    return this.requireInstance();
   }
 
   close(): void {
@@ -375,16 +384,27 @@ function wrongVariants(expression: string | null, answer: number): string[] {
   return variants;
 }
 
-/** Wrong but plausible answers: the near-miss results, distractor values, the answer off by a little. */
+/**
+ * Wrong but plausible answers that do not mark the answer out: the near-miss results when there is
+ * a calculation; else a distractor value, with a near miss beside it and one beside the answer
+ * (above or below at random), so that every value offered has a neighbour and the answer is as
+ * likely the smaller of its pair as the larger.
+ */
 function makeDecoys(instance: ToolUseInstance, wrongCalcs: string[], random: () => number): number[] {
-  const pool: number[] = wrongCalcs.map((e) => (evaluateExpression(e) as { value: number }).value);
+  const misses = wrongCalcs.map((e) => (evaluateExpression(e) as { value: number }).value);
   const others = Object.entries(instance.table).filter(([k]) => !instance.needed.includes(k)).map(([, v]) => v);
-  pool.push(others[Math.floor(random() * others.length)]);
-  const step = instance.answer >= 1000 ? 100 : 1;
-  pool.push(instance.answer + step * (1 + Math.floor(random() * 5)), instance.answer - step * (1 + Math.floor(random() * 5)));
+  const distractor = others[Math.floor(random() * others.length)];
+  const pool = misses.length >= 2 ? misses : [...misses, distractor, nearMiss(instance.answer, random), nearMiss(distractor, random)];
   const decoys: number[] = [];
   for (const n of pool) if (n !== instance.answer && !decoys.includes(n)) decoys.push(n);
   return decoys;
+}
+
+/** A value a little above or below `n` (by 1 to 5, or 100 to 500 from 1000 on), never below 1. */
+function nearMiss(n: number, random: () => number): number {
+  const offset = (n >= 1000 ? 100 : 1) * (1 + Math.floor(random() * 5));
+  const below = random() < 0.5 && n - offset >= 1;
+  return below ? n - offset : n + offset;
 }
 
 const toolUse: BuiltinEnvModule = {

@@ -343,6 +343,10 @@ class WebShopEnv implements Env, ExpertEnv {
     return click(byEffect((e) => e.type === 'goto' && e.page.kind === 'home'));
   }
 
+  hiddenState(): { site: Site; task: Task; orderNumber: number } {
+    return { site: this.site, task: this.task, orderNumber: this.orderNumber };
+  }
+
   close(): void {
     this.done = true;
   }
