@@ -1,6 +1,6 @@
 // Tiny random Llama/Qwen2 model folders in Hugging Face layout, for loader and kernel tests:
 // config.json, seeded random weights in safetensors (F32/F16/BF16, optionally sharded), a tokenizer.
-import { copyFile, mkdtemp, writeFile } from 'node:fs/promises';
+import { appendFile, copyFile, mkdtemp, stat, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -99,3 +99,23 @@ async function writeTokenizer(dir: string, tokenizer: NonNullable<TinyModelOptio
   await writeFile(join(dir, 'tokenizer_config.json'), JSON.stringify(files.config));
 }
 
+
+/**
+ * Writes the safetensors file `bytes` to `path` with a tensor of `padding` zero bytes before its
+ * own ones, the padding left as a hole (a sparse file): a file of many gigabytes, as a Hub shard,
+ * that takes no disk. Returns the file's size.
+ */
+export async function writePaddedSafetensors(path: string, bytes: Uint8Array, padding: number): Promise<number> {
+  const view = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const headerLength = Number(view.readBigUInt64LE(0));
+  const header = JSON.parse(view.subarray(8, 8 + headerLength).toString('utf8'));
+  for (const entry of Object.values(header) as { data_offsets?: number[] }[]) entry.data_offsets = entry.data_offsets?.map((o) => o + padding);
+  header.padding = { dtype: 'U8', shape: [padding], data_offsets: [0, padding] };
+  const headerBytes = Buffer.from(JSON.stringify(header));
+  const lengthBytes = Buffer.alloc(8);
+  lengthBytes.writeBigUInt64LE(BigInt(headerBytes.length));
+  await writeFile(path, Buffer.concat([lengthBytes, headerBytes]));
+  await truncate(path, 8 + headerBytes.length + padding);
+  await appendFile(path, view.subarray(8 + headerLength));
+  return (await stat(path)).size;
+}

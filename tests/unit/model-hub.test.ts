@@ -4,11 +4,11 @@
 // missing repository and a gated one, and cut downloads resumed with Range (or restarted) byte for byte.
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { loadModel, type Model } from '../../src/engine/model.ts';
 import {
   CURATED_MODELS,
@@ -22,9 +22,10 @@ import {
 } from '../../src/engine/model/hub.ts';
 import { FolderHubCache, hubCacheDir, openHubSource } from '../../src/engine/model/hub-node.ts';
 import { loadModelFiles } from '../../src/engine/model/load.ts';
+import type { WeightsProgress } from '../../src/engine/model/weights.ts';
 import { openAdapterSource, openModelSource } from '../../src/engine/model/source-node.ts';
-import { ModelLoadError, type ModelSource } from '../../src/engine/model/types.ts';
-import { STORIES260K_DIR } from '../support/model-folder.ts';
+import { ModelLoadError, type HostWeights, type ModelSource } from '../../src/engine/model/types.ts';
+import { STORIES260K_DIR, writePaddedSafetensors } from '../support/model-folder.ts';
 import { HUB_COMMIT, serveHub, type HubServer } from '../support/hub-server.ts';
 import { nodeGpu } from '../support/node-gpu.ts';
 
@@ -36,6 +37,25 @@ const REPOS = { 'fixture-owner/stories260K': STORIES260K_DIR, 'fixture-owner/sto
 function expectSameBytes(actual: Uint8Array, expected: Uint8Array): void {
   expect(actual.length).toBe(expected.length);
   expect(Buffer.compare(actual, expected)).toBe(0);
+}
+
+/** Every tensor of two loads holds the same values. */
+function expectSameWeights(actual: HostWeights, expected: HostWeights): void {
+  const tensors = (w: HostWeights) => [w.embedding, w.lmHead, w.finalNorm, ...w.layers.flatMap((l) => [l.inputNorm, l.postAttentionNorm, ...[l.q, l.k, l.v, l.o, l.gate, l.up, l.down].map((x) => x.weight)])];
+  const [a, b] = [tensors(actual), tensors(expected)];
+  expect(a.map((t) => t.name)).toEqual(b.map((t) => t.name));
+  a.forEach((t, i) => expectSameBytes(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength), new Uint8Array(b[i].data.buffer, b[i].data.byteOffset, b[i].data.byteLength)));
+}
+
+/** Records every read of the files `source` opens by offset. */
+function spyOnFileReads(source: ModelSource): { file: string; offset: number; length: number }[] {
+  const reads: { file: string; offset: number; length: number }[] = [];
+  const openFile = source.openFile!.bind(source);
+  vi.spyOn(source, 'openFile').mockImplementation(async (file, onProgress) => {
+    const opened = await openFile(file, onProgress);
+    return { size: opened.size, close: () => opened.close(), read: (offset, length, onRead) => (reads.push({ file, offset, length }), opened.read(offset, length, onRead)) };
+  });
+  return reads;
 }
 
 async function caught(run: () => Promise<unknown>): Promise<Error> {
@@ -98,6 +118,24 @@ describe('Hub ids', () => {
     expect(hubCacheDir({})).toMatch(/\/\.cache\/rlplay\/hub$/);
   });
 
+  it('downloads a file larger than one Node array into the cache folder, never whole into memory', async () => {
+    // The server announces 5 GB and cuts the connection after 1000 bytes: what arrived is on disk
+    // for the next try, and nothing tried to allocate the whole file (Node 20 cannot: 4 GiB at most).
+    const root = await mkdtemp(join(tmpdir(), 'rlplay-hub-'));
+    try {
+      const size = 5_000_000_000;
+      const fetch = async () => new Response(new Uint8Array(1000).fill(7), { headers: { 'content-length': String(size), 'x-repo-commit': HUB_COMMIT } });
+      const source = new HubModelSource(parseHubId(MODEL_ID), { endpoint: 'http://127.0.0.1:9', cache: new FolderHubCache(root), fetch, maxAttempts: 1 });
+      const error = await caught(() => source.openFile!('model-00001-of-00002.safetensors'));
+      expect(error).toMatchObject({ kind: 'interrupted' });
+      expect(error.message).toContain(`stopped after 1000 of ${size} bytes (the connection closed early); the 1000 bytes received are kept in the cache`);
+      const partial = join(root, 'fixture-owner--stories260K', '.state', 'main', 'partial', 'model-00001-of-00002.safetensors');
+      expect(await readFile(partial)).toEqual(Buffer.alloc(1000, 7));
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
   it('does not let a file name leave the repository', async () => {
     const source = new HubModelSource(parseHubId(MODEL_ID), { endpoint: 'http://127.0.0.1:9', cache: null });
     await expect(source.readBytes('../../etc/passwd')).rejects.toThrow('is not a file path inside a repository');
@@ -131,6 +169,7 @@ describe.skipIf(!existsSync(STORIES260K_DIR))(`Hub downloads of stories260K (${S
     delete process.env.HF_TOKEN;
   });
   afterEach(async () => {
+    vi.restoreAllMocks();
     await rm(cacheRoot, { recursive: true, force: true });
   });
 
@@ -172,7 +211,9 @@ describe.skipIf(!existsSync(STORIES260K_DIR))(`Hub downloads of stories260K (${S
     const again: typeof progress = [];
     expect(await load(openModelSource(MODEL_ID), (p) => again.push(p))).toEqual(fromFolder);
     expect(server.requests).toEqual([]);
-    expect(again).toEqual([{ file: 'model.safetensors', loadedBytes: size, totalBytes: size }]);
+    // Read from the cache a tensor at a time, as from a folder.
+    expect(again.at(-1)).toEqual({ file: 'model.safetensors', loadedBytes: size, totalBytes: size });
+    expect(again.every((p, i) => p.totalBytes === size && (i === 0 || p.loadedBytes >= again[i - 1].loadedBytes))).toBe(true);
 
     // Offline: a server of its own, stopped; everything the loader asks for is in the cache.
     const gone = await serveHub(REPOS);
@@ -280,6 +321,103 @@ describe.skipIf(!existsSync(STORIES260K_DIR))(`Hub downloads of stories260K (${S
     ]);
     expect(progress[0]).toBe(received);
     expect(existsSync(join(cacheRoot, stateDir, 'partial', 'model.safetensors'))).toBe(false);
+  });
+
+  it('loads a shard a tensor at a time from the cache folder it is downloaded to, never reading it whole; a cut download resumes in the next run', async () => {
+    server.faults.cut.set('model.safetensors', { afterBytes: 400_000, times: 1 });
+    const error = await caught(() => loadModelFiles(openHubSource(MODEL_ID, { maxAttempts: 1 })));
+    expect(error).toMatchObject({ kind: 'interrupted', file: 'model.safetensors' });
+    const received = Number(/stopped after (\d+) of 1044992 bytes/.exec(error.message)?.[1]);
+    expect(received).toBeGreaterThan(0);
+
+    const source = openHubSource(MODEL_ID);
+    const readBytes = vi.spyOn(source, 'readBytes');
+    const cacheRead = vi.spyOn(FolderHubCache.prototype, 'read');
+    const reads = spyOnFileReads(source);
+    const progress: WeightsProgress[] = [];
+    const files = await loadModelFiles(source, (p) => progress.push(p));
+    expectSameWeights(files.weights, (await loadModelFiles(openModelSource(STORIES260K_DIR))).weights);
+
+    const size = (await fixtureBytes('model.safetensors')).length;
+    expect(readBytes.mock.calls.map(([file]) => file)).not.toContain('model.safetensors');
+    expect(cacheRead.mock.calls.map(([, file]) => file)).not.toContain('model.safetensors');
+    // The preamble, the header, then one read per tensor: none of them the whole file.
+    const shardReads = reads.filter((r) => r.file === 'model.safetensors');
+    expect(shardReads.length).toBe(2 + 47); // the embedding, 9 tensors in each of 5 layers, the final norm
+    expect(Math.max(...shardReads.map((r) => r.length))).toBeLessThan(size / 2);
+    // Downloaded from where the first run stopped, then read from the cache.
+    expect(progress[0]).toEqual({ file: 'model.safetensors', loadedBytes: received, totalBytes: size });
+    expect(progress.at(-1)).toEqual({ file: 'model.safetensors', loadedBytes: size, totalBytes: size });
+    const downloads = server.requests.filter((r) => r.file === 'model.safetensors' && r.range !== 'bytes=0-0'); // not the loader's exists()
+    expect(downloads.map((r) => [r.range, r.status])).toEqual([
+      [null, 200],
+      [`bytes=${received}-`, 206],
+    ]);
+    expectSameBytes(await readFile(cachedPath('model.safetensors')), await fixtureBytes('model.safetensors'));
+    expect(existsSync(join(cacheRoot, stateDir, 'partial', 'model.safetensors'))).toBe(false);
+    expect(existsSync(join(cacheRoot, stateDir, 'partial-info', 'model.safetensors.json'))).toBe(false);
+  });
+
+  it('loads a cached shard larger than one Node array (5 GB) by offsets, with the server down', async () => {
+    const fromFolder = await loadModelFiles(openModelSource(STORIES260K_DIR));
+    await loadModelFiles(openModelSource(MODEL_ID));
+    // The cached shard as a Hub shard of 5 GB: a sparse tensor first, the model's own after it.
+    const size = await writePaddedSafetensors(cachedPath('model.safetensors'), await fixtureBytes('model.safetensors'), 5_000_000_000);
+    expect(size).toBeGreaterThan(2 ** 32);
+    const gone = await serveHub(REPOS);
+    process.env.HF_ENDPOINT = gone.url;
+    await gone.close();
+
+    const progress: WeightsProgress[] = [];
+    const files = await loadModelFiles(openModelSource(MODEL_ID), (p) => progress.push(p));
+    expectSameWeights(files.weights, fromFolder.weights);
+    expect(progress.at(-1)).toEqual({ file: 'model.safetensors', loadedBytes: size, totalBytes: size });
+  });
+
+  it('refuses a download that keeps stopping short of its size, naming the file and what arrived, and caches none of it', async () => {
+    server.faults.cut.set('model.safetensors', { afterBytes: 100_000, times: 10 });
+    const error = await caught(() => loadModelFiles(openModelSource(MODEL_ID)));
+    expect(error).toBeInstanceOf(HubError);
+    expect(error).toMatchObject({ kind: 'interrupted', file: 'model.safetensors' });
+    expect(error.message).toMatch(
+      new RegExp(`^download of model\\.safetensors of fixture-owner/stories260K@main from ${server.url} stopped after \\d+ of 1044992 bytes \\(.+\\); the \\d+ bytes received are kept in the cache`),
+    );
+    expect(server.requests.filter((r) => r.file === 'model.safetensors' && r.range !== 'bytes=0-0')).toHaveLength(3);
+    expect(existsSync(cachedPath('model.safetensors'))).toBe(false);
+  });
+
+  it('downloads a shard whole again when it changed on the Hub since a cut download, never joining two versions', async () => {
+    const repo = await mkdtemp(join(tmpdir(), 'rlplay-hub-repo-'));
+    const changing = await serveHub({ 'fixture-owner/stories260K': repo });
+    try {
+      await writeFile(join(repo, 'model.safetensors'), await fixtureBytes('model.safetensors'));
+      process.env.HF_ENDPOINT = changing.url;
+      changing.faults.cut.set('model.safetensors', { afterBytes: 400_000, times: 1 });
+      const error = await caught(() => openHubSource(MODEL_ID, { maxAttempts: 1 }).openFile!('model.safetensors'));
+      expect(error).toMatchObject({ kind: 'interrupted', file: 'model.safetensors' });
+      const received = Number(/stopped after (\d+) of/.exec(error.message)?.[1]);
+
+      // A new commit of the file: the same size, other bytes at its end.
+      const changed = await fixtureBytes('model.safetensors');
+      for (let i = changed.length - 256; i < changed.length; i++) changed[i] ^= 1;
+      await writeFile(join(repo, 'model.safetensors'), changed);
+
+      const opened = await openHubSource(MODEL_ID).openFile!('model.safetensors');
+      try {
+        expectSameBytes(await opened.read(0, opened.size), changed);
+      } finally {
+        await opened.close();
+      }
+      // The resume asked for the rest of the version it had (If-Range), and got the whole new one.
+      expect(changing.requests.filter((r) => r.file === 'model.safetensors').map((r) => [r.range, r.status])).toEqual([
+        [null, 200],
+        [`bytes=${received}-`, 200],
+      ]);
+      expectSameBytes(await readFile(cachedPath('model.safetensors')), changed);
+    } finally {
+      await changing.close();
+      await rm(repo, { recursive: true, force: true });
+    }
   });
 
   it('restarts a cut download from the start when the server has no ranges', async () => {

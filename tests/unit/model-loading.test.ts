@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { appendFile, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import { readFile, rm, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -18,6 +18,7 @@ import {
   syntheticTokenizer,
   tinyModelTensors,
   writeModelFolder,
+  writePaddedSafetensors,
 } from '../support/model-folder.ts';
 import type { TinyModelOptions } from '../support/model-folder.ts';
 import { serveFolder } from '../support/static-server.ts';
@@ -125,26 +126,14 @@ describe('loading a model folder', () => {
   it('loads a model.safetensors larger than one Node array (5 GB), reading each tensor from its offset', async () => {
     const folder = await tinyFolder({ dtype: 'BF16' });
     const path = join(folder.dir, 'model.safetensors');
-    const small = await readFile(path);
-    const headerLength = Number(small.readBigUInt64LE(0));
-    const header = JSON.parse(small.subarray(8, 8 + headerLength).toString('utf8'));
     // A sparse 5 GB tensor first (as in a Hub shard), the model's own tensors after it.
-    const padding = 5_000_000_000;
-    for (const entry of Object.values(header) as { data_offsets?: number[] }[]) entry.data_offsets = entry.data_offsets?.map((o) => o + padding);
-    header.padding = { dtype: 'U8', shape: [padding], data_offsets: [0, padding] };
-    const headerBytes = Buffer.from(JSON.stringify(header));
-    const lengthBytes = Buffer.alloc(8);
-    lengthBytes.writeBigUInt64LE(BigInt(headerBytes.length));
-    await writeFile(path, Buffer.concat([lengthBytes, headerBytes]));
-    const dataStart = 8 + headerBytes.length;
-    await truncate(path, dataStart + padding);
-    await appendFile(path, small.subarray(8 + headerLength));
-    expect((await stat(path)).size).toBeGreaterThan(2 ** 32);
+    const size = await writePaddedSafetensors(path, await readFile(path), 5_000_000_000);
+    expect(size).toBeGreaterThan(2 ** 32);
 
     const progress: WeightsProgress[] = [];
     const loaded = await loadFolder(folder.dir, (p) => progress.push(p));
     expectWeightsToEqual(loaded.weights, folder.tensors);
-    expect(progress.at(-1)).toEqual({ file: 'model.safetensors', loadedBytes: dataStart + padding + small.length - 8 - headerLength, totalBytes: (await stat(path)).size });
+    expect(progress.at(-1)).toEqual({ file: 'model.safetensors', loadedBytes: size, totalBytes: size });
   });
 
   describe('errors name the file, the tensor and the fix', () => {

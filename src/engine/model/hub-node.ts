@@ -15,8 +15,11 @@ import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/prom
 import type { FileHandle } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { HubModelSource, parseHubId } from './hub.ts';
+import { HubError, HubModelSource, parseHubId } from './hub.ts';
 import type { HubCache, HubCacheWriter, HubId, HubSourceOptions, PartialDownload } from './hub.ts';
+import { openLocalFile } from './local-file.ts';
+import { ModelLoadError } from './types.ts';
+import type { RandomAccessFile } from './types.ts';
 
 /** The folder Hub downloads go to in Node. */
 export function hubCacheDir(env: NodeJS.ProcessEnv = process.env): string {
@@ -76,8 +79,9 @@ export class FolderHubCache implements HubCache {
 
   async partial(id: HubId, file: string): Promise<PartialDownload | null> {
     const info = await readOrNull(this.partialInfoPath(id, file));
-    const bytes = info && (await readOrNull(this.partialPath(id, file)));
-    if (!info || !bytes) return null;
+    const path = this.partialPath(id, file);
+    const received = info && (await sizeOrNull(path));
+    if (!info || !received) return null;
     let parsed: { size?: unknown; etag?: unknown };
     try {
       parsed = JSON.parse(info.toString('utf8'));
@@ -86,8 +90,24 @@ export class FolderHubCache implements HubCache {
     }
     const { size, etag } = parsed;
     // All the bytes but no rename: killed between the two; start again rather than trust it.
-    if (typeof size !== 'number' || bytes.length === 0 || bytes.length >= size) return null;
-    return { bytes: new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength), size, etag: typeof etag === 'string' ? etag : null };
+    if (typeof size !== 'number' || received >= size) return null;
+    const read = async () => {
+      const bytes = await readFile(path);
+      return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    };
+    return { received, size, etag: typeof etag === 'string' ? etag : null, read };
+  }
+
+  async openFile(id: HubId, file: string): Promise<RandomAccessFile | null> {
+    const path = join(this.folder(id), file);
+    const readError = (error: unknown) =>
+      isMissing(error) ? (error as Error) : new ModelLoadError(`${path}, the cached copy of ${file}, could not be read: ${(error as Error).message}`, file);
+    try {
+      return await openLocalFile(path, file, readError);
+    } catch (error) {
+      if (isMissing(error)) return null;
+      throw error;
+    }
   }
 
   async startDownload(id: HubId, file: string, info: { size: number | null; etag: string | null; from: number }): Promise<HubCacheWriter> {
@@ -106,8 +126,20 @@ export class FolderHubCache implements HubCache {
       write: async (chunk, offset) => void (await handle!.write(chunk, 0, chunk.length, offset)),
       finish: async (bytes) => {
         await close();
-        // The verified bytes in memory, not the partial file: another process may be writing that one.
-        await this.writeAtomic(id, join(this.folder(id), file), bytes);
+        const path = join(this.folder(id), file);
+        if (bytes) {
+          // The verified bytes in memory, not the partial file: another process may be writing that one.
+          await this.writeAtomic(id, path, bytes);
+        } else {
+          // Not kept in memory (too large): the partial file, which holds every byte that arrived, becomes the file.
+          await mkdir(dirname(path), { recursive: true });
+          await rename(partial, path);
+          const size = await sizeOrNull(path);
+          if (info.size !== null && size !== info.size) {
+            await rm(path, { force: true });
+            throw new HubError(`${path} was ${size} bytes once downloaded instead of the ${info.size} the server announced: another program changed it meanwhile; try again`, file, 'interrupted');
+          }
+        }
         await Promise.all([forget(), rm(join(this.stateDir(id), 'missing', file), { force: true })]);
       },
       interrupt: close, // the bytes received are on disk already
@@ -153,6 +185,15 @@ export class FolderHubCache implements HubCache {
 async function readOrNull(path: string): Promise<Buffer | null> {
   try {
     return await readFile(path);
+  } catch (error) {
+    if (isMissing(error)) return null;
+    throw error;
+  }
+}
+
+async function sizeOrNull(path: string): Promise<number | null> {
+  try {
+    return (await stat(path)).size;
   } catch (error) {
     if (isMissing(error)) return null;
     throw error;

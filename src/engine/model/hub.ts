@@ -11,7 +11,7 @@
 // refresh finds the branch at another commit, the files cached for the old one are dropped.
 import { concatenate, contentLength, isPathInsideFolder, joinUrl } from './source.ts';
 import { ModelLoadError } from './types.ts';
-import type { ModelSource } from './types.ts';
+import type { ModelSource, RandomAccessFile } from './types.ts';
 
 export const HUB_PREFIX = 'hf:';
 export const DEFAULT_HUB_ENDPOINT = 'https://huggingface.co';
@@ -150,21 +150,27 @@ export class HubError extends ModelLoadError {
 
 /** The bytes an interrupted download left, and what they belong to. */
 export interface PartialDownload {
-  bytes: Uint8Array;
+  /** How many of the file's first bytes were kept. */
+  received: number;
   /** The whole file's size. */
   size: number;
   /** The ETag the server gave the file, when it gave one. */
   etag: string | null;
+  /** The bytes kept. */
+  read(): Promise<Uint8Array>;
 }
 
 /** One download being written into the cache. */
 export interface HubCacheWriter {
   /** A chunk of the body, at its offset in the file (Node keeps it on disk at once, for a resume after a kill). */
   write(chunk: Uint8Array, offset: number): Promise<void>;
-  /** All bytes arrived and passed the checks: they become the cached file, atomically. */
-  finish(bytes: Uint8Array): Promise<void>;
-  /** The download stopped after `received` (the first bytes of the file): keep them for a resume. */
-  interrupt(received: Uint8Array): Promise<void>;
+  /**
+   * All bytes arrived and passed the checks: they become the cached file, atomically. Null: the
+   * download was not kept in memory, and what write() was given is the file.
+   */
+  finish(bytes: Uint8Array | null): Promise<void>;
+  /** The download stopped after `received` (the first bytes of the file, or null as for finish): keep them for a resume. */
+  interrupt(received: Uint8Array | null): Promise<void>;
   /** The download stopped and what arrived is worth nothing (size unknown): forget it. */
   discard(): Promise<void>;
 }
@@ -186,6 +192,11 @@ export interface HubCache {
   partial(id: HubId, file: string): Promise<PartialDownload | null>;
   /** Starts writing a download of a file of `size` bytes (null: unknown), continuing the partial one at `from` > 0. */
   startDownload(id: HubId, file: string, info: { size: number | null; etag: string | null; from: number }): Promise<HubCacheWriter>;
+  /**
+   * The complete cached file opened for reads by offset, or null if it is not cached. A cache
+   * that has it (Node's folder) takes downloads that are never held whole in memory.
+   */
+  openFile?(id: HubId, file: string): Promise<RandomAccessFile | null>;
 }
 
 export interface HubSourceOptions {
@@ -229,6 +240,7 @@ export class HubModelSource implements ModelSource {
     this.refresh = options.refresh ?? false;
     this.maxAttempts = Math.max(1, options.maxAttempts ?? 3);
     this.fetchImpl = options.fetch ?? ((input, init) => fetch(input, init));
+    if (this.cache?.openFile) this.openFile = (file, onProgress) => this.openCached(file, onProgress);
     if (COMMIT.test(id.revision)) this.pinned = Promise.resolve(id.revision);
     else if (this.refresh || !this.cache) this.pinned = Promise.resolve(null);
   }
@@ -275,7 +287,26 @@ export class HubModelSource implements ModelSource {
         return bytes;
       }
     }
-    return this.download(file, onProgress);
+    return (await this.download(file, onProgress))!; // kept in memory: never null
+  }
+
+  /**
+   * Where the cache opens files by offset (Node's folder cache): the file downloaded into the
+   * cache if it is not there yet, never whole into memory, then opened there.
+   */
+  readonly openFile?: (file: string, onProgress?: ProgressCallback) => Promise<RandomAccessFile>;
+
+  private async openCached(file: string, onProgress?: ProgressCallback): Promise<RandomAccessFile> {
+    checkRepoPath(file);
+    const cache = this.cache!;
+    const cached = await this.lookup(file);
+    if (cached === 'missing') {
+      throw new HubError(`${this.repoAtRevision()} has no file ${file} (recorded in the cache, ${cache.location})`, file, 'file-not-found');
+    }
+    if (cached !== 'cached') await this.download(file, onProgress, false);
+    const opened = await cache.openFile!(this.id, file);
+    if (!opened) throw new HubError(`${file} of ${this.repoAtRevision()} left the cache (${cache.location}) as soon as it was downloaded; another program removed it: try again`, file, 'interrupted');
+    return opened;
   }
 
   private async lookup(file: string): Promise<'cached' | 'missing' | null> {
@@ -284,21 +315,23 @@ export class HubModelSource implements ModelSource {
   }
 
   /**
-   * Downloads a file into memory and the cache. A connection cut mid-body is resumed with a Range
-   * request where the server allows it (206), else restarted; a download interrupted in an
+   * Downloads a file into the cache and, unless `inMemory` is false (a cache that opens files,
+   * for files too large for one array), into memory. A connection cut mid-body is resumed with a
+   * Range request where the server allows it (206), else restarted; a download interrupted in an
    * earlier run is resumed from what the cache kept of it. Nothing reaches the cache before all
    * the bytes the server announced have arrived.
    */
-  private async download(file: string, onProgress?: ProgressCallback): Promise<Uint8Array> {
+  private async download(file: string, onProgress?: ProgressCallback, inMemory = true): Promise<Uint8Array | null> {
     let earlier = this.cache && !this.refresh ? await this.cache.partial(this.id, file) : null;
-    let bytes = null as Uint8Array | null; // the file, filled from the start; null until its size is known
+    let total = null as number | null; // the file's size, once this read knows it
+    let bytes = null as Uint8Array | null; // the file, filled from the start, when kept in memory and its size is known
     let chunks: Uint8Array[] = []; // the body, when its size is unknown (a compressed response)
     let loaded = 0;
     let etag: string | null = earlier?.etag ?? null;
     let writer: HubCacheWriter | null = null;
     for (let attempt = 1; ; attempt++) {
       // Resume from what this read received, or else from what an earlier run left.
-      const from = bytes ? loaded : (earlier?.bytes.length ?? 0);
+      const from = total !== null ? loaded : (earlier?.received ?? 0);
       const headers: Record<string, string> = {};
       if (from > 0) {
         headers.Range = `bytes=${from}-`;
@@ -309,15 +342,15 @@ export class HubModelSource implements ModelSource {
       try {
         response = await this.request(file, headers);
       } catch (error) {
-        if (!bytes) throw error;
-        throw this.interrupted(file, loaded, bytes.length, (error as Error).message);
+        if (total === null) throw error;
+        throw this.interrupted(file, loaded, total, (error as Error).message);
       }
-      const size = bytes?.length ?? earlier?.size ?? null;
+      const size = total ?? earlier?.size ?? null;
       const resumes = from > 0 && size !== null && continuesAt(response, from, size);
       if (from > 0 && !resumes && (response.status === 416 || response.status === 206)) {
         // The bytes kept are not the start of this file (it changed), or the range came back wrong: start again.
         await response.body?.cancel();
-        bytes = earlier = null;
+        total = bytes = earlier = null;
         if (attempt < this.maxAttempts) continue;
         throw this.interrupted(file, 0, size, `the server answered a request for bytes ${from}- with ${response.status} ${response.headers.get('content-range') ?? ''}`.trim());
       }
@@ -327,55 +360,54 @@ export class HubModelSource implements ModelSource {
       }
       await this.pinFrom(response);
       if (resumes) {
-        if (!bytes) {
+        if (total === null) {
           // The first connection of this read continues an earlier run's partial download.
-          bytes = new Uint8Array(size!);
-          bytes.set(earlier!.bytes);
+          total = size;
+          if (inMemory) {
+            bytes = new Uint8Array(size!);
+            bytes.set(await earlier!.read());
+          }
           loaded = from;
         }
         writer = this.cache ? await this.cache.startDownload(this.id, file, { size, etag, from }) : null;
       } else {
         // 200: the whole file (the server ignores ranges, or the file changed), from byte 0.
-        const length = contentLength(response);
+        total = contentLength(response);
         etag = response.headers.get('etag');
-        bytes = length === null ? null : new Uint8Array(length);
+        bytes = inMemory && total !== null ? new Uint8Array(total) : null;
         chunks = [];
         loaded = 0;
-        writer = this.cache ? await this.cache.startDownload(this.id, file, { size: length, etag, from: 0 }) : null;
+        writer = this.cache ? await this.cache.startDownload(this.id, file, { size: total, etag, from: 0 }) : null;
       }
-      const total = bytes ? bytes.length : null;
       onProgress?.(loaded, total);
       let failure: string | null = null;
       try {
         const reader = response.body!.getReader();
         for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
-          if (bytes) {
-            if (loaded + chunk.value.length > bytes.length) {
-              await reader.cancel();
-              throw new Error(`the server sent more than the ${bytes.length} bytes it announced`);
-            }
-            bytes.set(chunk.value, loaded);
-          } else {
-            chunks.push(chunk.value);
+          if (total !== null && loaded + chunk.value.length > total) {
+            await reader.cancel();
+            throw new Error(`the server sent more than the ${total} bytes it announced`);
           }
+          if (bytes) bytes.set(chunk.value, loaded);
+          else if (inMemory) chunks.push(chunk.value);
           await writer?.write(chunk.value, loaded);
           loaded += chunk.value.length;
           onProgress?.(loaded, total);
         }
-        if (bytes && loaded < bytes.length) failure = 'the connection closed early';
+        if (total !== null && loaded < total) failure = 'the connection closed early';
       } catch (error) {
         failure = (error as Error).message;
       }
       if (failure === null) {
-        const whole = bytes ?? concatenate(chunks, loaded);
+        const whole = inMemory ? (bytes ?? concatenate(chunks, loaded)) : null;
         this.fresh.add(file);
         await writer?.finish(whole);
         return whole;
       }
       // Without a size there is no resuming: what arrived is dropped and the next connection restarts.
-      if (bytes) await writer?.interrupt(bytes.subarray(0, loaded));
+      if (total !== null) await writer?.interrupt(bytes ? bytes.subarray(0, loaded) : null);
       else await writer?.discard();
-      if (attempt >= this.maxAttempts) throw this.interrupted(file, loaded, bytes?.length ?? null, failure);
+      if (attempt >= this.maxAttempts) throw this.interrupted(file, loaded, total, failure);
     }
   }
 
@@ -543,22 +575,24 @@ export class CacheStorageHubCache implements HubCache {
     if (!response) return null;
     const size = Number(response.headers.get('x-rlplay-size'));
     const bytes = new Uint8Array(await response.arrayBuffer());
-    return Number.isSafeInteger(size) && bytes.length < size ? { bytes, size, etag: response.headers.get('x-rlplay-etag') } : null;
+    return Number.isSafeInteger(size) && bytes.length < size ? { received: bytes.length, size, etag: response.headers.get('x-rlplay-etag'), read: async () => bytes } : null;
   }
 
   async startDownload(id: HubId, file: string, info: { size: number | null; etag: string | null }): Promise<HubCacheWriter> {
     const cache = await this.open();
     const partialKey = this.key(id, file, 'partial');
+    // Downloads into this cache are always kept in memory (it has no openFile), so finish and
+    // interrupt are given the bytes.
     return {
       write: async () => {}, // the bytes are in memory until the body is complete
       finish: async (bytes) => {
-        await cache.put(this.key(id, file), new Response(bytes as Uint8Array<ArrayBuffer>, { headers: { 'content-type': 'application/octet-stream' } }));
+        await cache.put(this.key(id, file), new Response(bytes! as Uint8Array<ArrayBuffer>, { headers: { 'content-type': 'application/octet-stream' } }));
         await cache.delete(partialKey);
       },
       interrupt: async (received) => {
         const headers: Record<string, string> = { 'x-rlplay-size': String(info.size) };
         if (info.etag) headers['x-rlplay-etag'] = info.etag;
-        await cache.put(partialKey, new Response(received.slice(), { headers }));
+        await cache.put(partialKey, new Response(received!.slice(), { headers }));
       },
       discard: async () => void (await cache.delete(partialKey)),
     };

@@ -1,17 +1,14 @@
 // Model folders on the local disk (Node only): reading one, writing one, and the choice between a
 // folder, a URL and a Hub id.
 import { statSync } from 'node:fs';
-import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import type { FileHandle } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { isHubId } from './hub.ts';
 import { openHubSource } from './hub-node.ts';
+import { openLocalFile } from './local-file.ts';
 import { HttpModelSource, isPathInsideFolder } from './source.ts';
 import { ModelLoadError } from './types.ts';
 import type { ModelSource, RandomAccessFile } from './types.ts';
-
-/** Read size for local files: large enough to be fast, small enough for a smooth progress bar. */
-const READ_CHUNK_BYTES = 16 << 20;
 
 export class FileModelSource implements ModelSource {
   readonly location: string;
@@ -41,56 +38,17 @@ export class FileModelSource implements ModelSource {
     file: string,
     onProgress?: (loadedBytes: number, totalBytes: number | null) => void,
   ): Promise<Uint8Array> {
-    const { handle, size } = await this.openHandle(file);
+    const opened = await this.openFile(file);
     try {
-      onProgress?.(0, size);
-      return await this.readAt(handle, file, size, 0, size, (loadedBytes) => onProgress?.(loadedBytes, size));
+      onProgress?.(0, opened.size);
+      return await opened.read(0, opened.size, (loadedBytes) => onProgress?.(loadedBytes, opened.size));
     } finally {
-      await handle.close();
+      await opened.close();
     }
   }
 
-  async openFile(file: string): Promise<RandomAccessFile> {
-    const { handle, size } = await this.openHandle(file);
-    return { size, read: (offset, length) => this.readAt(handle, file, size, offset, length), close: () => handle.close() };
-  }
-
-  private async openHandle(file: string): Promise<{ handle: FileHandle; size: number }> {
-    let handle: FileHandle;
-    try {
-      handle = await open(this.pathOf(file), 'r');
-    } catch (error) {
-      throw this.readError(file, error);
-    }
-    try {
-      return { handle, size: (await handle.stat()).size };
-    } catch (error) {
-      await handle.close();
-      throw this.readError(file, error);
-    }
-  }
-
-  /** `length` bytes from `offset` of a file that was `size` bytes when opened, in chunks of READ_CHUNK_BYTES. */
-  private async readAt(handle: FileHandle, file: string, size: number, offset: number, length: number, onChunk?: (loadedBytes: number) => void): Promise<Uint8Array> {
-    const bytes = new Uint8Array(length);
-    let loaded = 0;
-    while (loaded < length) {
-      let bytesRead: number;
-      try {
-        ({ bytesRead } = await handle.read(bytes, loaded, Math.min(READ_CHUNK_BYTES, length - loaded), offset + loaded));
-      } catch (error) {
-        throw this.readError(file, error);
-      }
-      if (bytesRead === 0) {
-        throw new ModelLoadError(
-          `${this.pathOf(file)} ended at byte ${offset + loaded} while it was read, though it was ${size} bytes when opened: another program changed it; try again`,
-          file,
-        );
-      }
-      loaded += bytesRead;
-      onChunk?.(loaded);
-    }
-    return bytes;
+  openFile(file: string): Promise<RandomAccessFile> {
+    return openLocalFile(this.pathOf(file), file, (error) => this.readError(file, error));
   }
 
   /** The file's path; a name that would reach outside the folder is refused, as the Hub source refuses it. */

@@ -82,8 +82,8 @@ export interface ModelSource {
 /** A file opened for reads at any offset. */
 export interface RandomAccessFile {
   readonly size: number;
-  /** `length` bytes from `offset`; a file that shrank since it was opened is an error naming it. */
-  read(offset: number, length: number): Promise<Uint8Array>;
+  /** `length` bytes from `offset`, reporting the bytes read so far; a file that shrank since it was opened is an error naming it. */
+  read(offset: number, length: number, onProgress?: (loadedBytes: number) => void): Promise<Uint8Array>;
   close(): Promise<void>;
 }
 
