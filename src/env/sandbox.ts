@@ -1,18 +1,23 @@
 // A sandbox for untrusted JavaScript: QuickJS compiled to WebAssembly (quickjs-emscripten).
 //
-// Each run gets a fresh QuickJS runtime and context with a memory limit, a stack limit and an
-// interrupt handler that stops the code at a deadline (so an infinite loop ends). The code sees only
-// the ECMAScript built-ins: no console, no require, no process, no fetch, no timers, no files, no
-// network, no storage, no host objects. Test inputs go in as JSON text; results come out as JSON
-// text and are compared with the expected values here, on the host, so expected values never enter
-// the sandbox. Works in Node and, through the package's default entry, in the browser (Vite).
+// Each run gets a fresh WebAssembly instance of the interpreter, with its own memory whose maximum
+// is the memory limit, and in it a runtime and context with a stack limit and an interrupt handler
+// that stops the code at a deadline (so an infinite loop ends). The cap is on the WebAssembly memory
+// because QuickJS's own limit cannot see the sizes of live allocations under WebAssembly (no
+// malloc_usable_size): it refuses one allocation over the limit but not a thousand under it. When
+// the run ends the instance and its memory are dropped, so nothing a submission allocated stays
+// with the host. The code sees only the ECMAScript built-ins: no console, no require, no process,
+// no fetch, no timers, no files, no network, no storage, no host objects. Test inputs go in as JSON
+// text; results come out as JSON text and are compared with the expected values here, on the host,
+// so expected values never enter the sandbox. Works in Node and, through the package's default
+// entry, in the browser (Vite).
 import {
-  getQuickJS,
-  newQuickJSWASMModule,
+  RELEASE_SYNC,
+  newQuickJSWASMModuleFromVariant,
+  newVariant,
   shouldInterruptAfterDeadline,
   type QuickJSContext,
   type QuickJSHandle,
-  type QuickJSWASMModule,
 } from 'quickjs-emscripten';
 
 export interface SandboxTest {
@@ -25,7 +30,7 @@ export interface SandboxTest {
 export interface SandboxLimits {
   /** Wall-clock budget for the whole run: evaluating the code and calling it on every test. */
   timeMs: number;
-  /** Heap limit of the QuickJS runtime. */
+  /** All the memory the interpreter may hold, its own included: at least SANDBOX_MIN_MEMORY_BYTES. */
   memoryBytes: number;
   /** QuickJS stack limit; the default (128 KiB) stays well inside the host's own stack. */
   stackBytes?: number;
@@ -62,18 +67,19 @@ const DEFAULT_STACK_BYTES = 128 * 1024;
 const MAX_ERROR_CHARS = 300;
 const MAX_OUTPUT_CHARS = 2000;
 
-let modulePromise: Promise<QuickJSWASMModule> | null = null;
-let moduleBroken = false;
-
-/** Loads the QuickJS WebAssembly module once (async) and reuses it; a fresh one after a host-side failure. */
-export function loadQuickJS(): Promise<QuickJSWASMModule> {
-  if (moduleBroken) {
-    moduleBroken = false;
-    modulePromise = newQuickJSWASMModule();
-  }
-  modulePromise ??= getQuickJS();
-  return modulePromise;
-}
+const WASM_PAGE_BYTES = 64 * 1024;
+/** The memory the interpreter's WebAssembly build starts with (its memory import asks for 256 pages). */
+const INITIAL_MEMORY_BYTES = 16 * 1024 * 1024;
+/** The interpreter's own memory and at least 8 MiB to grow into. */
+export const SANDBOX_MIN_MEMORY_BYTES = 24 * 1024 * 1024;
+/** The most the interpreter's build grows its memory to. */
+const SANDBOX_MAX_MEMORY_BYTES = 2 * 1024 * 1024 * 1024;
+/**
+ * QuickJS throws null when it cannot allocate the error object for an exception. Memory grown this
+ * close to its maximum means that is why (the allocator's last try grows it by 5%); the minimum
+ * limit keeps this fraction above the initial memory, so code that never grew it is not mistaken.
+ */
+const FULL_MEMORY_FRACTION = 0.9;
 
 // Evaluated before the untrusted code, so the untrusted code cannot replace what the harness uses.
 const HARNESS = `(function () {
@@ -93,6 +99,9 @@ const HARNESS = `(function () {
 export async function runInSandbox(code: string, tests: readonly SandboxTest[], limits: SandboxLimits, options: SandboxOptions = {}): Promise<SandboxResult> {
   const functionName = options.functionName ?? 'solve';
   if (!/^[A-Za-z_$][\w$]*$/.test(functionName)) throw new Error(`runInSandbox: bad function name ${JSON.stringify(functionName)}`);
+  if (!(limits.memoryBytes >= SANDBOX_MIN_MEMORY_BYTES && limits.memoryBytes <= SANDBOX_MAX_MEMORY_BYTES)) {
+    throw new Error(`runInSandbox: memoryBytes ${limits.memoryBytes} is out of range; give ${formatBytes(SANDBOX_MIN_MEMORY_BYTES)} (the interpreter's own ${formatBytes(INITIAL_MEMORY_BYTES)} and room to grow) to ${formatBytes(SANDBOX_MAX_MEMORY_BYTES)}`);
+  }
   const total = tests.length;
   const notRun = (error: string): SandboxTestResult[] => tests.map(() => ({ passed: false, status: 'not-run' as const, error }));
   const finish = (status: SandboxStatus, results: SandboxTestResult[], error?: string): SandboxResult => ({
@@ -103,13 +112,18 @@ export async function runInSandbox(code: string, tests: readonly SandboxTest[], 
     total,
   });
 
-  const QuickJS = await loadQuickJS();
+  // A fresh interpreter in a memory that can never grow past the limit.
+  const memory = new WebAssembly.Memory({
+    initial: INITIAL_MEMORY_BYTES / WASM_PAGE_BYTES,
+    maximum: Math.floor(limits.memoryBytes / WASM_PAGE_BYTES),
+  });
+  const QuickJS = await newQuickJSWASMModuleFromVariant(newVariant(RELEASE_SYNC, { wasmMemory: memory }));
   const runtime = QuickJS.newRuntime();
   const handles: QuickJSHandle[] = [];
   let context: QuickJSContext | null = null;
-  let hostFailure = false;
   try {
-    runtime.setMemoryLimit(Math.max(1 << 20, Math.floor(limits.memoryBytes)));
+    // QuickJS's own limit refuses a single allocation over it, before the memory has to grow.
+    runtime.setMemoryLimit(Math.floor(limits.memoryBytes));
     runtime.setMaxStackSize(Math.max(16 * 1024, Math.floor(limits.stackBytes ?? DEFAULT_STACK_BYTES)));
     runtime.setInterruptHandler(shouldInterruptAfterDeadline(Date.now() + Math.max(1, limits.timeMs)));
     context = runtime.newContext();
@@ -117,7 +131,7 @@ export async function runInSandbox(code: string, tests: readonly SandboxTest[], 
 
     const harness = ctx.evalCode(HARNESS, 'harness.js');
     if (harness.error) {
-      const why = describeError(ctx, harness.error, limits);
+      const why = describeError(ctx, harness.error, limits, memory);
       harness.error.dispose();
       return finish('sandbox-failure', notRun(why.message), `the test harness failed: ${why.message}`);
     }
@@ -126,7 +140,7 @@ export async function runInSandbox(code: string, tests: readonly SandboxTest[], 
 
     const loaded = ctx.evalCode(String(code ?? ''), 'solution.js');
     if (loaded.error) {
-      const why = describeError(ctx, loaded.error, limits);
+      const why = describeError(ctx, loaded.error, limits, memory);
       loaded.error.dispose();
       const status: SandboxStatus = why.kind === 'syntax' ? 'syntax-error' : why.kind === 'error' ? 'runtime-error' : why.kind;
       return finish(status, notRun(why.message), why.message);
@@ -135,7 +149,7 @@ export async function runInSandbox(code: string, tests: readonly SandboxTest[], 
 
     const lookup = ctx.evalCode(`typeof ${functionName} === 'function' ? ${functionName} : undefined`, 'lookup.js');
     if (lookup.error) {
-      const why = describeError(ctx, lookup.error, limits);
+      const why = describeError(ctx, lookup.error, limits, memory);
       lookup.error.dispose();
       const status: SandboxStatus = why.kind === 'timeout' || why.kind === 'out-of-memory' ? why.kind : 'missing-function';
       return finish(status, notRun(why.message), why.message);
@@ -154,7 +168,7 @@ export async function runInSandbox(code: string, tests: readonly SandboxTest[], 
       const call = ctx.callFunction(runner, ctx.undefined, fn, argsHandle);
       argsHandle.dispose();
       if (call.error) {
-        const why = describeError(ctx, call.error, limits);
+        const why = describeError(ctx, call.error, limits, memory);
         call.error.dispose();
         if (why.kind === 'timeout' || why.kind === 'out-of-memory') {
           results.push({ passed: false, status: why.kind, error: why.message });
@@ -172,18 +186,15 @@ export async function runInSandbox(code: string, tests: readonly SandboxTest[], 
     return finish('ok', results);
   } catch (error) {
     // A failure of the host or the WebAssembly module itself (not of the sandboxed code).
-    hostFailure = true;
     const message = `sandbox failure: ${truncate(error instanceof Error ? error.message : String(error), MAX_ERROR_CHARS)}`;
     return finish('sandbox-failure', notRun(message), message);
   } finally {
+    // The instance is dropped either way; a module that fails here is never used again.
     try {
       for (const handle of handles) if (handle.alive) handle.dispose();
       context?.dispose();
       runtime.dispose();
-    } catch {
-      hostFailure = true;
-    }
-    if (hostFailure) moduleBroken = true;
+    } catch {}
   }
 }
 
@@ -192,11 +203,13 @@ interface ErrorDescription {
   message: string;
 }
 
-function describeError(ctx: QuickJSContext, handle: QuickJSHandle, limits: SandboxLimits): ErrorDescription {
+function describeError(ctx: QuickJSContext, handle: QuickJSHandle, limits: SandboxLimits, memory: WebAssembly.Memory): ErrorDescription {
+  const outOfMemory: ErrorDescription = { kind: 'out-of-memory', message: `memory limit exceeded (${formatBytes(limits.memoryBytes)})` };
   let name = '';
   let message = '';
   try {
     const dumped: unknown = ctx.dump(handle);
+    if (dumped === null && memory.buffer.byteLength >= FULL_MEMORY_FRACTION * limits.memoryBytes) return outOfMemory;
     if (dumped !== null && typeof dumped === 'object') {
       const record = dumped as { name?: unknown; message?: unknown };
       name = typeof record.name === 'string' ? record.name : '';
@@ -209,7 +222,7 @@ function describeError(ctx: QuickJSContext, handle: QuickJSHandle, limits: Sandb
   }
   message = truncate(message, MAX_ERROR_CHARS);
   if (name === 'InternalError' && message === 'interrupted') return { kind: 'timeout', message: `time limit exceeded (${limits.timeMs} ms)` };
-  if (name === 'InternalError' && message === 'out of memory') return { kind: 'out-of-memory', message: `memory limit exceeded (${formatBytes(limits.memoryBytes)})` };
+  if (name === 'InternalError' && message === 'out of memory') return outOfMemory;
   if (name === 'SyntaxError') return { kind: 'syntax', message: `SyntaxError: ${message}` };
   return { kind: 'error', message: name ? `${name}: ${message}` : message };
 }

@@ -5,7 +5,7 @@ import codeGen, { CODE_GEN_FAMILIES, extractCode, type CodeGenEnv } from '../../
 import { runInSandbox, type SandboxTest } from '../../src/env/sandbox.ts';
 import { checkBuiltinEnvironment, expertPolicy, successRate } from '../support/env-contract.ts';
 
-const LIMITS = { timeMs: 300, memoryBytes: 16 * 1024 * 1024 };
+const LIMITS = { timeMs: 300, memoryBytes: 24 * 1024 * 1024 };
 const SUM_TESTS: SandboxTest[] = [
   { args: [[1, 2, 3]], expected: 6 },
   { args: [[]], expected: 0 },
@@ -49,11 +49,61 @@ describe('QuickJS sandbox', () => {
   });
 
   test('a memory bomb is stopped at the memory limit', async () => {
-    const result = await runInSandbox('function solve(xs) { const a = []; for (;;) a.push([xs, a.length]); }', SUM_TESTS, { timeMs: 5000, memoryBytes: 8 * 1024 * 1024 });
+    const result = await runInSandbox('function solve(xs) { const a = []; for (;;) a.push([xs, a.length]); }', SUM_TESTS, { timeMs: 5000, memoryBytes: 24 * 1024 * 1024 });
     expect(result.status).toBe('out-of-memory');
-    expect(result.error).toContain('memory limit exceeded');
-    const strings = await runInSandbox("let s = 'x'; for (;;) s += s + s;", SUM_TESTS, { timeMs: 5000, memoryBytes: 8 * 1024 * 1024 });
+    expect(result.error).toContain('memory limit exceeded (24 MiB)');
+    const strings = await runInSandbox("let s = 'x'; for (;;) s += s + s;", SUM_TESTS, { timeMs: 5000, memoryBytes: 24 * 1024 * 1024 });
     expect(['out-of-memory', 'runtime-error']).toContain(strings.status);
+    // QuickJS throws null when memory runs out; code that throws null itself is an ordinary error.
+    const thrown = await runInSandbox('function solve() { throw null; }', SUM_TESTS, LIMITS);
+    expect(thrown.tests[0]).toMatchObject({ status: 'error', error: 'threw null' });
+  });
+
+  test('the memory limit holds for all the code allocates, ArrayBuffers included, and the host keeps none of it', async () => {
+    const limits = { timeMs: 250, memoryBytes: 32 * 1024 * 1024 };
+    // Each keeps 1 MiB blocks until an allocation fails, then returns how many it holds.
+    const hoarders = [
+      'function solve() { const a = []; try { for (;;) a.push(new ArrayBuffer(1 << 20)); } catch (e) { return a.length; } }',
+      "function solve() { const a = []; try { for (;;) a.push('x'.repeat(1 << 20) + a.length); } catch (e) { return a.length; } }",
+    ];
+    const rssBefore = process.memoryUsage().rss;
+    for (const code of [...hoarders, ...hoarders]) {
+      const began = Date.now();
+      const result = await runInSandbox(code, [{ args: [], expected: 0 }], limits);
+      expect(Date.now() - began).toBeLessThan(1500);
+      expect(result.status).toBe('ok');
+      expect(Number(result.tests[0].actual)).toBeGreaterThan(0);
+      expect(Number(result.tests[0].actual)).toBeLessThan(32);
+    }
+    expect(process.memoryUsage().rss - rssBefore).toBeLessThan(128 * 1024 * 1024);
+    const typed = await runInSandbox('function solve() { const a = []; for (;;) a.push(new Float64Array(1 << 17)); }', [{ args: [], expected: 0 }], limits);
+    expect(typed).toMatchObject({ status: 'out-of-memory', error: 'memory limit exceeded (32 MiB)', passed: 0 });
+  }, 60_000);
+
+  test('huge strings, arrays and backtracking regexes stop within the limits as failed tests', async () => {
+    const limits = { timeMs: 250, memoryBytes: 32 * 1024 * 1024 };
+    const hostile = [
+      "function solve() { return 'ab'.repeat(1e9).length; }",
+      "function solve() { return ''.padStart(2 ** 30, 'x').length; }",
+      'function solve() { return Array(1e9).fill(0).length; }',
+      'function solve() { return new Array(2 ** 31).fill(1).length; }',
+      "function solve() { return /^(a+)+$/.test('a'.repeat(40) + 'b'); }",
+      "function solve() { return 'x'.repeat(1 << 22).replace(/x/g, 'yy').length; }",
+    ];
+    for (const code of hostile) {
+      const began = Date.now();
+      const result = await runInSandbox(code, [{ args: [], expected: 0 }], limits);
+      expect(Date.now() - began, code).toBeLessThan(1500);
+      expect(result.passed, code).toBe(0);
+      expect(['ok', 'timeout', 'out-of-memory'], code).toContain(result.status);
+      expect(['error', 'timeout', 'out-of-memory'], code).toContain(result.tests[0].status);
+    }
+  }, 60_000);
+
+  test('a memory limit without room above the interpreter\'s own memory is refused', async () => {
+    await expect(runInSandbox('function solve() {}', SUM_TESTS, { timeMs: 250, memoryBytes: 16 * 1024 * 1024 })).rejects.toThrow(
+      "runInSandbox: memoryBytes 16777216 is out of range; give 24 MiB (the interpreter's own 16 MiB and room to grow) to 2048 MiB",
+    );
   });
 
   test('deep recursion is an ordinary error, and the sandbox keeps working', async () => {
