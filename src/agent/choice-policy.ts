@@ -44,9 +44,17 @@ export interface ChoiceStep extends PolicyStep {
   adapterRevision?: number;
 }
 
+/**
+ * The most valid actions a state may offer by default: every one is scored each step (a forward pass
+ * over its tokens), so a list of thousands makes one step take minutes and gigabytes.
+ */
+export const MAX_VALID_ACTIONS = 256;
+
 export interface ChoicePolicyOptions extends PolicyOptions {
   /** Score actions by their mean token log-prob instead of the sum (long actions are not penalised). */
   lengthNormalize: boolean;
+  /** The most valid actions a state may offer (default MAX_VALID_ACTIONS); an episode offered more fails at that step. */
+  maxActions?: number;
   /** π(b|s) = softmax(score / τ) over the valid actions (default 1): below 1 the policy is sharper, closer to its greedy pick. */
   temperature?: number;
 }
@@ -137,7 +145,7 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
     }
     const live: Live[] = requests.map(({ seed, samplingSeed }) => ({
       episode: { seed, samplingSeed: samplingSeed ?? seed, steps: [], totalReward: 0, success: false },
-      transcript: new Transcript(this.model.tokenizer, format, module.description),
+      transcript: new Transcript(this.model.tokenizer, format, module.description, this.model.config.maxPositions),
       random: mulberry32((samplingSeed ?? seed) ^ 0x5bd1e995),
       observation: '',
       done: false,
@@ -159,6 +167,7 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
       for (const l of live) {
         if (!l.done && !l.env!.validActions) fail(l, new Error(`environment ${module.id} has no validActions(): it cannot be played by an action-level policy (use the text mode)`));
       }
+      const maxActions = this.options.maxActions ?? MAX_VALID_ACTIONS;
       for (let t = 0; t < module.maxEpisodeSteps; t++) {
         const active = live.filter((l) => !l.done);
         if (active.length === 0) break;
@@ -168,6 +177,12 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
             try {
               const actions = await l.env!.validActions!();
               if (!Array.isArray(actions) || actions.length === 0) throw new Error(`environment ${module.id} offered no valid actions at step ${t}`);
+              if (actions.length > maxActions) {
+                throw new Error(
+                  `environment ${module.id} offered ${actions.length} valid actions at step ${t}, more than the ${maxActions} the choice mode scores (each is scored every step): ` +
+                    'list fewer from validActions(), raise the limit (--max-actions), or play it in text mode (--mode text)',
+                );
+              }
               const expert = l.expert ? await l.expert() : undefined;
               if (expert !== undefined && !actions.includes(expert)) throw new Error(`the scripted expert of ${module.id} chose ${JSON.stringify(expert)} at step ${t}, which is not among its valid actions`);
               return { l, actions, actionTokens: actions.map((a) => l.transcript.encodeAction(a)), expert };

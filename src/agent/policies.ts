@@ -12,10 +12,12 @@ export interface PolicySettings extends PolicyOptions {
   temperature: number;
   /** Text mode: the longest action in tokens. */
   maxActionTokens: number;
+  /** Choice mode: the most valid actions a state may offer (default MAX_VALID_ACTIONS). */
+  maxActions?: number;
 }
 
-export function makePolicy(model: Model, { mode, lengthNormalize, temperature, maxActionTokens, ...options }: PolicySettings): Policy {
+export function makePolicy(model: Model, { mode, lengthNormalize, temperature, maxActionTokens, maxActions, ...options }: PolicySettings): Policy {
   return mode === 'choice'
-    ? new ChoicePolicy(model, { ...options, lengthNormalize, temperature })
+    ? new ChoicePolicy(model, { ...options, lengthNormalize, temperature, maxActions })
     : new TextPolicy(model, { ...options, sampling: { temperature }, maxActionTokens });
 }

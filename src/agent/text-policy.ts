@@ -17,6 +17,7 @@
 //
 // log π here is always the model's distribution at temperature 1 without top-k/top-p truncation
 // (what generate reports and what the trainer differentiates), whatever the sampling settings.
+import { append } from '../common/tokens.ts';
 import type { Model } from '../engine/model.ts';
 import type { TrainBatch } from '../engine/train/batch.ts';
 import type { LossWeights } from '../engine/train/loss.ts';
@@ -138,7 +139,7 @@ export class TextPolicy implements Policy<TextStep> {
     const stops = this.stopTokens();
     const live: Live[] = requests.map(({ seed, samplingSeed }) => ({
       episode: { seed, samplingSeed: samplingSeed ?? seed, steps: [], totalReward: 0, success: false },
-      transcript: new Transcript(this.model.tokenizer, format, module.description),
+      transcript: new Transcript(this.model.tokenizer, format, module.description, this.model.config.maxPositions),
       whole: { ids: [], actionMask: [] },
       observation: '',
       done: false,
@@ -275,8 +276,8 @@ export class TextPolicy implements Policy<TextStep> {
     if (ended.length === 0) return;
     const positions = this.model.gpuModel.ropePositions;
     for (const l of ended) {
-      l.whole.ids.push(...l.transcript.ids);
-      l.whole.actionMask.push(...l.transcript.actionMask);
+      append(l.whole.ids, l.transcript.ids);
+      append(l.whole.actionMask, l.transcript.actionMask);
     }
     const played = ended.filter((l) => l.episode.steps.length > 0);
     const spans = played.map((l) => actionSpans(l.whole.actionMask));

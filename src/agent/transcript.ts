@@ -11,6 +11,14 @@
 //   Action: {action}
 //   Observation: ...
 //
+// Each plain-format piece of text is encoded as it follows the format's text before it (a newline
+// before an observation, "Action:" before an action's text), not on its own: a SentencePiece-style
+// tokenizer starts every text it encodes with a word boundary, and the transcript would hold one at
+// every join that the whole text does not have (see encodeJoined).
+//
+// An observation whose tokens alone fill the model's context is refused with an error that says
+// so: no transcript that holds it leaves room for an action.
+//
 // Action tokens are appended exactly as the policy produced them (sampled ids, or the encoding of a
 // chosen valid action), so training sees the very sequence that was sampled. Sampled ids need not be
 // the tokenizer's own encoding of their text (another split of the same text, special or unknown ids
@@ -19,6 +27,8 @@
 // template renders its text, up to its end-of-turn token), and each new turn's tokens are the part
 // of the template's rendering of the longer conversation beyond that canonical rendering. The
 // canonical rendering of earlier turns must stay the same as turns are added (else a clear error).
+import { append } from '../common/tokens.ts';
+import { encodeJoined } from '../engine/model/joined-text.ts';
 import type { ChatMessage, Tokenizer } from '../engine/model/types.ts';
 
 export type PromptFormat = 'chat' | 'plain';
@@ -33,13 +43,18 @@ export class Transcript {
    * action as the template renders its text (ids differ from it only inside action spans).
    */
   private canonical: number[] = [];
+  /** Plain format: whether the transcript holds text yet (a system line or a turn), which the next observation follows. */
+  private hasText: boolean;
 
+  /** `contextLength`: the model's context in tokens (its positions), which no observation may fill. */
   constructor(
     private readonly tokenizer: Tokenizer,
     readonly format: PromptFormat,
     system: string,
+    private readonly contextLength = Number.POSITIVE_INFINITY,
   ) {
     if (format === 'chat' && !tokenizer.hasChatTemplate) throw new Error('this model has no chat template: use the plain prompt format');
+    this.hasText = system !== '';
     if (format === 'chat') {
       if (system) this.messages.push({ role: 'system', content: system });
     } else {
@@ -50,12 +65,16 @@ export class Transcript {
   /** Appends an observation and the cue after which the agent writes its action. */
   addObservation(text: string): void {
     if (this.format === 'plain') {
-      this.push(this.tokenizer.encode(`Observation: ${text}\nAction:`, { addSpecialTokens: false }), 0);
+      const turn = this.encodeAfter(this.hasText ? '\n' : '', `Observation: ${text}\nAction:`);
+      this.checkFits(turn);
+      this.push(turn, 0);
+      this.hasText = true;
       return;
     }
     const messages: ChatMessage[] = [...this.messages, { role: 'user', content: text }];
     const rendered = this.tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true });
     const turn = this.suffixAfterCanonical(rendered);
+    this.checkFits(turn);
     this.messages.push(messages.at(-1)!);
     this.push(turn, 0);
     this.canonical = rendered;
@@ -88,8 +107,31 @@ export class Transcript {
    * chat format including the template's end-of-turn marker, for the plain format ending with a newline.
    */
   encodeAction(text: string): number[] {
-    if (this.format === 'plain') return this.tokenizer.encode(` ${text}\n`, { addSpecialTokens: false });
+    if (this.format === 'plain') return this.encodeAfter('Action:', ` ${text}\n`);
     return this.renderAction(text);
+  }
+
+  /**
+   * The plain format's tokens of `text` where it follows `context` in the transcript's text: the
+   * part of their joint encoding after `context`. When the join falls inside a token, the tokens
+   * before `text` are already in the transcript (an action's may be sampled ones), so `text` is
+   * encoded on its own.
+   */
+  private encodeAfter(context: string, text: string): number[] {
+    const options = { addSpecialTokens: false };
+    if (context === '') return this.tokenizer.encode(text, options);
+    const joined = encodeJoined(this.tokenizer, context, text, options);
+    return joined.joinInsideToken ? this.tokenizer.encode(text, options) : joined.completion;
+  }
+
+  /** An observation's turn must leave room in the model's context for at least one action token. */
+  private checkFits(turn: number[]): void {
+    if (turn.length < this.contextLength) return;
+    throw new Error(
+      `the environment's observation takes ${turn.length.toLocaleString('en-US')} tokens, but the model's context holds ` +
+        `${this.contextLength.toLocaleString('en-US')}, so no transcript that holds it leaves room for an action: ` +
+        "shorten the environment's observations, or use a model with a longer context",
+    );
   }
 
   /**
@@ -106,7 +148,7 @@ export class Transcript {
   }
 
   private push(ids: number[], mask: 0 | 1): void {
-    this.ids.push(...ids);
+    append(this.ids, ids);
     for (let i = 0; i < ids.length; i++) this.actionMask.push(mask);
   }
 

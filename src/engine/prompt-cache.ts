@@ -27,7 +27,7 @@
 // the observation; a row whose every token was fed and that gets nothing new is built afresh, as its
 // kept residual belongs to its prompt.
 import { cacheRowBytes, copyCacheSlots, distinctRequests, groupCandidates, KV_CACHE_BUDGET_BYTES, planGroups, scoreContinuations, scoreGroupCandidates, scoreGroups, validate, type ContinuationRequest, type ContinuationScores, type PromptSource } from './continuations.ts';
-import { startsWith } from '../common/tokens.ts';
+import { append, startsWith } from '../common/tokens.ts';
 import { readBuffers, storageBuffer } from './gpu/buffers.ts';
 import { encodeDispatches, type Dispatch } from './gpu/kernels.ts';
 import { wholeMatrix } from './gpu/matrix.ts';
@@ -130,7 +130,7 @@ class Cache {
     });
     model.gpu.device.queue.submit([encoder.finish()]);
     newTokens.forEach((tokens, row) => {
-      this.tokens[row].push(...tokens);
+      append(this.tokens[row], tokens);
       if (tokens.length > 0) this.staleResidual[row] = false;
     });
     this.used += W;

@@ -2,6 +2,7 @@
 // non-chosen candidate; choiceTrainingBatches). Here it must give the same loss, gradients and updated
 // adapter and value head as the layout it replaced, one sequence [state, candidate] per candidate (kept
 // below as a test-only helper), on multi-step episodes given in shuffled order, with repeated episodes.
+// And ChoicePolicy.play refuses, episode by episode, a state too big to score.
 import { describe, expect, test } from 'vitest';
 import { ChoicePolicy, choiceTrainingBatches, type ChoiceStep, type ChoiceTrainingItem } from '../../src/agent/choice-policy.ts';
 import type { PolicyLoss, UpdateItem, UpdateMetrics } from '../../src/agent/policy.ts';
@@ -326,4 +327,47 @@ describe('ChoicePolicy.update on tree-structured sequences', () => {
     for (const x of small) expect(x.sequences.length * Math.max(...x.sequences.map((s) => s.length))).toBeLessThanOrEqual(Math.max(longest, ...x.sequences.map((s) => s.length)));
     expect(small.reduce((n, x) => n + packBatch(x).actionTokens, 0)).toBe(3 + 3 + 2);
   });
+});
+
+describe('ChoicePolicy.play refuses a state it cannot score, in that episode alone', () => {
+  /** One step; seed 0 lists `many` actions, other seeds two; with `huge`, seed 0's observation is that text. */
+  const offering = (many: number, huge?: string): EnvModule => ({
+    id: 'offering',
+    description: 'Pick.',
+    maxEpisodeSteps: 1,
+    make: () => {
+      let seed = 0;
+      return {
+        reset: ({ seed: s }) => {
+          seed = s;
+          return { observation: seed === 0 && huge !== undefined ? huge : `pick ${seed}`, info: {} };
+        },
+        validActions: () => (seed === 0 ? Array.from({ length: many }, (_, i) => `n${i}`) : ['yes', 'no']),
+        step: (action: string) => ({ observation: 'done', reward: action === 'yes' ? 1 : 0, terminated: true, truncated: false, info: { success: action === 'yes' } }),
+      };
+    },
+  });
+  const play = async (env: EnvModule, maxActions?: number) =>
+    new ChoicePolicy(await tinyModel(), { env, reset: {}, format: 'plain', adapter: null, microBatch: 4, lengthNormalize: true, maxActions }).play([{ seed: 0 }, { seed: 1 }]);
+
+  test('more valid actions than the limit (256 by default, or maxActions) fail at that step, before any is scored', async () => {
+    const [flooded, fine] = await play(offering(10_000));
+    expect(flooded.error).toBe(
+      'environment offering offered 10000 valid actions at step 0, more than the 256 the choice mode scores (each is scored every step): list fewer from validActions(), raise the limit (--max-actions), or play it in text mode (--mode text)',
+    );
+    expect(flooded.steps).toHaveLength(0);
+    expect(fine.error).toBeUndefined();
+    expect(fine.steps).toHaveLength(1);
+    const [limited] = await play(offering(300), 299);
+    expect(limited.error).toMatch(/offered 300 valid actions at step 0, more than the 299 /);
+    const [allowed] = await play(offering(300), 300);
+    expect(allowed.error).toBeUndefined();
+    expect(allowed.steps[0].actions).toHaveLength(300);
+  }, 60_000);
+
+  test('an observation of megabytes fails with its length and the context, not a stack overflow', async () => {
+    const [flooded, fine] = await play(offering(2, 'a crate of apples. '.repeat(60_000)));
+    expect(flooded.error).toMatch(/^the environment's observation takes 1,140,\d{3} tokens, but the model's context holds 128, /);
+    expect(fine.steps).toHaveLength(1);
+  }, 30_000);
 });

@@ -211,6 +211,27 @@ describe('TextPolicy.play', () => {
     expect(e.steps[0].transcript.ids.length + 6).toBeGreaterThan(model.gpuModel.ropePositions);
   });
 
+  test('an observation of megabytes ends its episode with the lengths of the observation and of the context, not a stack overflow', async () => {
+    const huge = 'a crate of apples. '.repeat(60_000); // 1.1 MB, a token per character
+    const flood = (at: 'reset' | 'step'): EnvModule => ({
+      id: 'flood',
+      description: 'Read.',
+      maxEpisodeSteps: 2,
+      make: () => ({
+        reset: () => ({ observation: at === 'reset' ? huge : 'go', info: {} }),
+        step: () => ({ observation: huge, reward: 0, terminated: false, truncated: false, info: {} }),
+      }),
+    });
+    const tooLong = /the environment's observation takes 1,140,\d{3} tokens, but the model's context holds 128, .*shorten the environment's observations, or use a model with a longer context/;
+    const [first] = await policy(flood('reset'), null).play([{ seed: 1 }]);
+    expect(first.error).toMatch(tooLong);
+    expect(first.steps).toHaveLength(0);
+    const [later] = await policy(flood('step'), null).play([{ seed: 1 }]);
+    expect(later.error).toMatch(/the transcript cannot continue after the action .* at step 0: /);
+    expect(later.error).toMatch(tooLong);
+    expect(later.steps).toHaveLength(1);
+  }, 30_000);
+
   test('reference log-probs and values are recorded when asked', async () => {
     const adapter = model.uploadAdapter(model.createAdapter(LORA, 2)); // fresh: B = 0, the policy is the reference
     const C = model.config.hiddenSize;

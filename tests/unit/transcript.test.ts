@@ -1,11 +1,13 @@
 // Transcripts: the agent's own tokens are the only actions, over multi-turn episodes, in the plain
 // format and through a chat template.
+import { existsSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
 import { Transcript } from '../../src/agent/transcript.ts';
 import type { ChatMessage } from '../../src/engine/model/types.ts';
 import { loadTokenizer } from '../../src/engine/model/tokenizer.ts';
 import { parseModelConfig } from '../../src/engine/model/config.ts';
 import { MemoryModelSource, syntheticTokenizer, tinyModelConfig } from '../shared/tiny-model.ts';
+import { loadFolderTokenizer, STORIES260K_DIR } from '../support/model-folder.ts';
 
 const CHATML = "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
@@ -142,6 +144,50 @@ describe('Transcript', () => {
     expect(tok.decode(t.ids, { skipSpecialTokens: true })).toBe('Observation: hi\nAction: ok\nObservation: bye\nAction:');
     expect(t.ids.filter((_, i) => t.actionMask[i])).toEqual(action);
   });
+
+  describe.skipIf(!existsSync(STORIES260K_DIR))('plain format with the SentencePiece tokenizer of stories260K', () => {
+    test('observations and actions are tokenised as the whole text is: no word boundary at a join', async () => {
+      const tok = await loadFolderTokenizer(STORIES260K_DIR);
+      const t = new Transcript(tok, 'plain', 'Help Lily.');
+      t.addObservation('It was sunny.');
+      t.addAction(t.encodeAction('go to the park'));
+      t.addObservation('Lily ran.');
+      t.addAction(t.encodeAction('play'));
+      t.addObservation('The end.');
+      const text = 'Help Lily.\nObservation: It was sunny.\nAction: go to the park\nObservation: Lily ran.\nAction: play\nObservation: The end.\nAction:';
+      expect(tok.decode(t.ids, { skipSpecialTokens: true })).toBe(text);
+      expect(t.ids).toEqual(tok.encode(text));
+      // Encoded on its own, an action starts with a lone word boundary: the space after "Action:" twice.
+      expect(tok.decode([...tok.encode('Action:'), ...tok.encode(' play\n', { addSpecialTokens: false })], { skipSpecialTokens: true })).toBe('Action:  play\n');
+    });
+
+    test('without a system line, the first observation starts the text', async () => {
+      const tok = await loadFolderTokenizer(STORIES260K_DIR);
+      const t = new Transcript(tok, 'plain', '');
+      t.addObservation('Hi.');
+      t.addAction(t.encodeAction('hello'));
+      t.addObservation('Bye.');
+      expect(t.ids).toEqual(tok.encode('Observation: Hi.\nAction: hello\nObservation: Bye.\nAction:'));
+    });
+  });
+
+  test('an observation of several megabytes that the context cannot hold is refused with both lengths, not a stack overflow', async () => {
+    const tok = await tokenizer(false);
+    const huge = 'the shelf holds a box. '.repeat(100_000); // 2.3 MB, a token per character
+    for (const format of ['plain', 'chat'] as const) {
+      const t = new Transcript(format === 'chat' ? await tokenizer(true) : tok, format, 'Find the box.', 2048);
+      t.addObservation('You are in a shop.');
+      t.addAction(t.encodeAction('look'));
+      const before = t.ids.length;
+      expect(() => t.addObservation(huge)).toThrow(/^the environment's observation takes 2,300,\d{3} tokens, but the model's context holds 2,048, so no transcript that holds it leaves room for an action: shorten the environment's observations, or use a model with a longer context$/);
+      expect(t.ids).toHaveLength(before);
+    }
+    // Without a context length (as the tests above build it) the same observation is appended whole.
+    const unlimited = new Transcript(tok, 'plain', '');
+    unlimited.addObservation(huge);
+    expect(unlimited.ids.length).toBeGreaterThan(huge.length);
+    expect(unlimited.actionMask).toHaveLength(unlimited.ids.length);
+  }, 60_000);
 
   test('a model without a chat template is told to use the plain format', async () => {
     const tok = await tokenizer(false);
