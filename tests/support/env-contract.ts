@@ -5,7 +5,7 @@
 import { expect } from 'vitest';
 import { mulberry32 } from '../../src/common/random.ts';
 import type { BuiltinEnvModule, Env, EnvModule, ExpertEnv, ResetOptions, StepResult } from '../../src/env/types.ts';
-import { OpenEnvSession } from '../../src/serve/openenv.ts';
+import { OpenEnvSession, type OpenEnvResult } from '../../src/serve/openenv.ts';
 
 export interface EpisodeLog {
   instance: unknown;
@@ -170,33 +170,74 @@ export class HiddenStateWatch {
   }
 }
 
-/** Plays `module` through the OpenEnv session (the frames `rlplay serve` sends, before transport) and fails on any frame that shows hidden state before the end. */
-export async function checkHiddenStateStaysHidden(module: BuiltinEnvModule, seeds = [0, 1, 2, 3]): Promise<void> {
+/** What a client received for one reset or step: the result, and every frame that came with it (messages, bodies), each named. */
+export interface PlayedFrames {
+  result: OpenEnvResult;
+  frames: Array<{ what: string; frame: unknown }>;
+}
+
+/**
+ * One way of playing an episode as a client of `rlplay serve` does. After each call the `twin`
+ * it was opened with (an in-process instance of the same module) is in the state of the played
+ * instance, so that the expert can choose the next action.
+ */
+export interface PlayChannel {
+  reset(seed: number, options: ResetOptions): Promise<PlayedFrames>;
+  step(action: string): Promise<PlayedFrames>;
+  close(): Promise<void>;
+}
+
+/** The OpenEnv session itself, before any transport, playing the twin (what server.ts carries). */
+export async function openSessionChannel(module: BuiltinEnvModule, twin: ExpertEnv): Promise<PlayChannel> {
+  const session = new OpenEnvSession({ ...module, make: () => twin } satisfies EnvModule);
+  await session.open();
+  const played = (what: string) => (result: OpenEnvResult): PlayedFrames => ({ result, frames: [{ what, frame: result }, { what: `${what} state`, frame: session.state() }] });
+  return {
+    reset: async (seed, options) => played('reset')(await session.reset({ seed, options, episodeId: 'e' })),
+    step: async (action) => played('step')(await session.step(action)),
+    close: () => session.close(),
+  };
+}
+
+export interface HiddenStateCheck {
+  open(module: BuiltinEnvModule, twin: ExpertEnv): Promise<PlayChannel>;
+  seeds?: number[];
+  difficulties?: number[];
+  /** Steps per episode at most (the HTTP side plays one step per fresh instance). */
+  maxSteps?: number;
+}
+
+/**
+ * Plays `module` with the expert and a random policy on both splits through `check.open` (by
+ * default the OpenEnv session, the frames `rlplay serve` sends before transport) and fails on any
+ * frame that shows hidden state before the episode ends.
+ */
+export async function checkHiddenStateStaysHidden(module: BuiltinEnvModule, check: HiddenStateCheck = { open: openSessionChannel }): Promise<void> {
   const hiddenValues = HIDDEN_VALUES[module.id];
   expect(hiddenValues, `HIDDEN_VALUES has no entry for ${module.id}`).toBeDefined();
   const leaks: string[] = [];
   let watched = 0;
   for (const split of ['train', 'test'] as const) {
-    for (const difficulty of [1, 2, 3]) {
-      for (const seed of seeds) {
+    for (const difficulty of check.difficulties ?? [1, 2, 3]) {
+      for (const seed of check.seeds ?? [0, 1, 2, 3]) {
         for (const policy of ['expert', 'random'] as const) {
-          const env = module.make();
-          const session = new OpenEnvSession({ ...module, make: () => env } satisfies EnvModule);
-          await session.open();
+          const twin = module.make();
+          const channel = await check.open(module, twin);
           const random = mulberry32(seed * 7 + 1);
-          let frame = await session.reset({ seed, options: { split, difficulty }, episodeId: 'e' });
-          const hidden = distinctive(hiddenValues(env.hiddenState()));
+          const where = `${module.id} ${split} difficulty ${difficulty} seed ${seed} ${policy}`;
+          let played = await channel.reset(seed, { split, difficulty });
+          const hidden = distinctive(hiddenValues(twin.hiddenState()));
           watched += hidden.length;
           const watch = new HiddenStateWatch(hidden, module.id === 'reasoning');
-          const where = `${module.id} ${split} difficulty ${difficulty} seed ${seed} ${policy}`;
-          watch.see(`${where} reset`, frame);
-          for (let t = 1; !frame.done; t++) {
-            const actions = frame.observation.valid_actions ?? [];
-            const action = policy === 'expert' ? env.expertAction() : actions[Math.floor(random() * actions.length)];
-            frame = await session.step(action);
-            if (!frame.done) watch.see(`${where} step ${t}`, frame, frame.observation.text);
+          for (const { what, frame } of played.frames) watch.see(`${where} ${what}`, frame);
+          for (let t = 1; !played.result.done && t <= (check.maxSteps ?? Infinity); t++) {
+            const actions = played.result.observation.valid_actions ?? [];
+            const action = policy === 'expert' ? twin.expertAction() : actions[Math.floor(random() * actions.length)];
+            played = await channel.step(action);
+            if (played.result.done) break;
+            for (const { what, frame } of played.frames) watch.see(`${where} ${what} ${t}`, frame, played.result.observation.text);
           }
-          await session.close();
+          await channel.close();
           leaks.push(...watch.leaks);
         }
       }
