@@ -2,11 +2,11 @@
 // (tests/support/hub-server.ts) serving the stories260K fixture: the same logits as from its folder,
 // a second load from the cache folder with the server down, clear errors for a missing file, a
 // missing repository and a gated one, and cut downloads resumed with Range (or restarted) byte for byte.
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { loadModel, type Model } from '../../src/engine/model.ts';
@@ -131,6 +131,50 @@ describe('Hub ids', () => {
       expect(error.message).toContain(`stopped after 1000 of ${size} bytes (the connection closed early); the 1000 bytes received are kept in the cache`);
       const partial = join(root, 'fixture-owner--stories260K', '.state', 'main', 'partial', 'model-00001-of-00002.safetensors');
       expect(await readFile(partial)).toEqual(Buffer.alloc(1000, 7));
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it('lets one download at a time write a file into the cache folder: another one meanwhile is refused, naming it', async () => {
+    const root = await mkdtemp(join(tmpdir(), 'rlplay-hub-'));
+    try {
+      const file = 'model.safetensors';
+      const bytes = Uint8Array.from({ length: 2000 }, (_, i) => i % 251);
+      const headers = { 'content-length': '2000', 'x-repo-commit': HUB_COMMIT };
+      let sendTheRest!: () => void;
+      const rest = new Promise<void>((done) => (sendTheRest = done));
+      const slowly = async () =>
+        new Response(new ReadableStream({ async start(body) { body.enqueue(bytes.slice(0, 1000)); await rest; body.enqueue(bytes.slice(1000)); body.close(); } }), { headers });
+      const atOnce = async () => new Response(bytes.slice(), { headers });
+      const source = (fetch: typeof globalThis.fetch) => new HubModelSource(parseHubId(MODEL_ID), { endpoint: 'http://127.0.0.1:9', cache: new FolderHubCache(root), fetch });
+      let halfway!: () => void;
+      const firstHalf = new Promise<void>((done) => (halfway = done));
+      const first = source(slowly).openFile!(file, (loaded) => loaded === 1000 && halfway());
+      await firstHalf;
+
+      const second = await caught(() => source(atOnce).openFile!(file));
+      const claim = join(root, 'fixture-owner--stories260K', '.state', 'main', 'downloading', file);
+      expect(second).toMatchObject({ kind: 'interrupted', file });
+      expect(second.message).toBe(
+        `${file} of fixture-owner/stories260K@main is being downloaded into ${root} by another download (process ${process.pid}): ` +
+          `wait for it to finish, then try again; if no such process runs, delete ${claim}`,
+      );
+      sendTheRest();
+      const opened = await first;
+      try {
+        expectSameBytes(await opened.read(0, opened.size), bytes);
+      } finally {
+        await opened.close();
+      }
+      expect(existsSync(claim)).toBe(false);
+
+      // A claim left by a process that was killed is taken over.
+      const other = 'model-00002-of-00002.safetensors';
+      await writeFile(join(dirname(claim), other), String(spawnSync(process.execPath, ['-e', '']).pid));
+      const taken = await source(atOnce).openFile!(other);
+      expect(taken.size).toBe(2000);
+      await taken.close();
     } finally {
       await rm(root, { recursive: true, force: true });
     }

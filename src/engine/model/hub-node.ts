@@ -7,6 +7,7 @@
 //   <owner>--<repo>/.state/<revision>/missing/<file>         empty: the repository has no such file
 //   <owner>--<repo>/.state/<revision>/partial/<file>         an interrupted download, written as it arrives
 //   <owner>--<repo>/.state/<revision>/partial-info/<file>.json   its size and ETag
+//   <owner>--<repo>/.state/<revision>/downloading/<file>     the id of the process writing that partial download
 //   <owner>--<repo>/.tmp/                                    files being written, renamed into place once whole
 // A revision holding "/" (refs/pr/1) is one folder, URL-encoded (refs%2Fpr%2F1). Git refs never start
 // with ".", so .state and .tmp cannot clash with a revision.
@@ -113,25 +114,33 @@ export class FolderHubCache implements HubCache {
   async startDownload(id: HubId, file: string, info: { size: number | null; etag: string | null; from: number }): Promise<HubCacheWriter> {
     const partial = this.partialPath(id, file);
     const partialInfo = this.partialInfoPath(id, file);
-    await mkdir(dirname(partial), { recursive: true });
-    if (info.from === 0) await this.writeAtomic(id, partialInfo, new TextEncoder().encode(JSON.stringify({ size: info.size, etag: info.etag })));
-    // Positioned writes, never appends: two processes downloading the same file write the same bytes at the same places.
-    let handle: FileHandle | null = await open(partial, info.from === 0 ? 'w' : 'r+');
+    const release = await this.claimDownload(id, file);
+    let handle: FileHandle | null = null;
+    try {
+      await mkdir(dirname(partial), { recursive: true });
+      if (info.from > 0 && ((await sizeOrNull(partial)) ?? 0) < info.from) {
+        throw new HubError(`the partial download of ${file} in ${this.location} is shorter than when this download began: another program changed it meanwhile; try again`, file, 'interrupted');
+      }
+      if (info.from === 0) await this.writeAtomic(id, partialInfo, new TextEncoder().encode(JSON.stringify({ size: info.size, etag: info.etag })));
+      handle = await open(partial, info.from === 0 ? 'w' : 'r+');
+    } catch (error) {
+      await release();
+      throw error;
+    }
     const close = async () => {
       await handle?.close();
       handle = null;
+      await release();
     };
     const forget = () => Promise.all([rm(partial, { force: true }), rm(partialInfo, { force: true })]);
     return {
       write: async (chunk, offset) => void (await handle!.write(chunk, 0, chunk.length, offset)),
-      finish: async (bytes) => {
-        await close();
+      // The partial file, which only this download wrote, holds every byte that arrived: it becomes the file.
+      finish: async () => {
         const path = join(this.folder(id), file);
-        if (bytes) {
-          // The verified bytes in memory, not the partial file: another process may be writing that one.
-          await this.writeAtomic(id, path, bytes);
-        } else {
-          // Not kept in memory (too large): the partial file, which holds every byte that arrived, becomes the file.
+        try {
+          await handle!.close();
+          handle = null;
           await mkdir(dirname(path), { recursive: true });
           await rename(partial, path);
           const size = await sizeOrNull(path);
@@ -139,8 +148,10 @@ export class FolderHubCache implements HubCache {
             await rm(path, { force: true });
             throw new HubError(`${path} was ${size} bytes once downloaded instead of the ${info.size} the server announced: another program changed it meanwhile; try again`, file, 'interrupted');
           }
+          await Promise.all([forget(), rm(join(this.stateDir(id), 'missing', file), { force: true })]);
+        } finally {
+          await close();
         }
-        await Promise.all([forget(), rm(join(this.stateDir(id), 'missing', file), { force: true })]);
       },
       interrupt: close, // the bytes received are on disk already
       discard: async () => {
@@ -148,6 +159,35 @@ export class FolderHubCache implements HubCache {
         await forget();
       },
     };
+  }
+
+  /**
+   * Makes this download the only writer of the file's partial download until the returned
+   * function is called, so that two processes downloading one file never write into one partial
+   * file (a second one would truncate what the first one wrote). A claim left by a process that
+   * was killed is taken over.
+   */
+  private async claimDownload(id: HubId, file: string): Promise<() => Promise<void>> {
+    const claim = join(this.stateDir(id), 'downloading', file);
+    await mkdir(dirname(claim), { recursive: true });
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await writeFile(claim, String(process.pid), { flag: 'wx' });
+        return () => rm(claim, { force: true });
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      }
+      const holder = Number((await readOrNull(claim))?.toString('utf8'));
+      if (attempt > 1 || isRunning(holder)) {
+        throw new HubError(
+          `${file} of ${id.owner}/${id.repo}@${id.revision} is being downloaded into ${this.location} by another download ` +
+            `(process ${holder}): wait for it to finish, then try again; if no such process runs, delete ${claim}`,
+          file,
+          'interrupted',
+        );
+      }
+      await rm(claim, { force: true });
+    }
   }
 
   private repoDir(id: HubId): string {
@@ -206,6 +246,17 @@ async function isFile(path: string): Promise<boolean> {
   } catch (error) {
     if (isMissing(error)) return false;
     throw error;
+  }
+}
+
+/** Whether a process of this id runs (a process of another user counts). */
+function isRunning(pid: number): boolean {
+  if (!Number.isSafeInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 

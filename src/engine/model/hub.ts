@@ -165,8 +165,9 @@ export interface HubCacheWriter {
   /** A chunk of the body, at its offset in the file (Node keeps it on disk at once, for a resume after a kill). */
   write(chunk: Uint8Array, offset: number): Promise<void>;
   /**
-   * All bytes arrived and passed the checks: they become the cached file, atomically. Null: the
-   * download was not kept in memory, and what write() was given is the file.
+   * All bytes arrived and passed the checks: they become the cached file, atomically. `bytes` is
+   * the file where the download was kept in memory, else null (a cache with openFile); a cache
+   * that keeps what write() was given makes that the file instead.
    */
   finish(bytes: Uint8Array | null): Promise<void>;
   /** The download stopped after `received` (the first bytes of the file, or null as for finish): keep them for a resume. */
