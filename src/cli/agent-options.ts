@@ -8,7 +8,7 @@ import type { GpuLoraAdapter } from '../engine/lora/gpu-adapter.ts';
 import type { Model } from '../engine/model.ts';
 import { BUILTIN_ENVIRONMENTS } from '../env/builtin/index.ts';
 import type { EnvModule, Split } from '../env/types.ts';
-import { TRAIN_DEFAULTS, type TrainConfig } from '../rl/run.ts';
+import { RUN_SETTINGS, TRAIN_DEFAULTS, type TrainConfig } from '../rl/run.ts';
 import { resolveEnvironment, type ResolvedEnvironment } from '../env/resolve-node.ts';
 import { parseNumber, parseWholeNumber } from './parse.ts';
 
@@ -19,6 +19,7 @@ export interface AgentFlags {
   sum?: boolean;
   temperature: number;
   maxActionTokens: number;
+  maxActions: number;
   stepTimeout: number;
 }
 
@@ -29,7 +30,8 @@ export function addAgentOptions(command: Command): Command {
     .option('--difficulty <d>', 'difficulty level of the instances, 1-3', parseWholeNumber, 1)
     .option('--sum', 'choice mode: score actions by summed token log-probs (default: their mean, which does not penalise long actions)')
     .option('--temperature <t>', 'sampling temperature (choice mode: τ of the softmax over the valid actions; below 1 sharper)', parseNumber, 1)
-    .option('--max-action-tokens <n>', 'text mode: the longest action, in tokens', parseWholeNumber, 32)
+    .option('--max-action-tokens <n>', 'text mode: the longest action, in tokens', parseWholeNumber, RUN_SETTINGS.maxActionTokens.default)
+    .option('--max-actions <n>', 'choice mode: the most valid actions a state may offer (each is scored every step); an episode offered more fails at that step', parseWholeNumber, RUN_SETTINGS.maxActions.default)
     .option('--step-timeout <ms>', "a custom environment's time limit per call (the episode ends with an error past it)", parseWholeNumber, 5000);
 }
 
@@ -37,6 +39,7 @@ export function checkAgentFlags(flags: AgentFlags): void {
   if (flags.difficulty < 1 || flags.difficulty > 3) throw new Error(`--difficulty must be 1, 2 or 3, got ${flags.difficulty}`);
   if (!(flags.temperature > 0)) throw new Error(`--temperature must be > 0, got ${flags.temperature}`);
   if (flags.maxActionTokens < 1) throw new Error('--max-action-tokens must be at least 1');
+  if (flags.maxActions < 1) throw new Error('--max-actions must be at least 1');
 }
 
 /** The environment, validated (custom ones run in workers: dispose() it when done). */
@@ -50,8 +53,8 @@ export function promptFormat(model: Model): PromptFormat {
 }
 
 /** How the agent acts, from the shared flags: the part of a run's settings that every agent command takes the same way. */
-export function actingSettings(model: Model, flags: AgentFlags): Pick<TrainConfig, 'mode' | 'format' | 'lengthNormalize' | 'temperature' | 'maxActionTokens'> {
-  return { mode: flags.mode, format: promptFormat(model), lengthNormalize: !flags.sum, temperature: flags.temperature, maxActionTokens: flags.maxActionTokens };
+export function actingSettings(model: Model, flags: AgentFlags): Pick<TrainConfig, 'mode' | 'format' | 'lengthNormalize' | 'temperature' | 'maxActionTokens' | 'maxActions'> {
+  return { mode: flags.mode, format: promptFormat(model), lengthNormalize: !flags.sum, temperature: flags.temperature, maxActionTokens: flags.maxActionTokens, maxActions: flags.maxActions };
 }
 
 /** The policy that plays `split` instances for collect and eval (with the adapter, or the base model). */

@@ -20,17 +20,23 @@ export interface EvaluationReport {
   env: string;
   split: Split;
   difficulty: number;
-  /** Episodes the estimates are over (those whose environment did not fail). */
+  /** Episodes evaluated, failed ones included. */
   episodes: number;
-  /** Episodes whose environment failed (threw, malformed result, time limit): left out of the estimates. */
+  /**
+   * Episodes that could not be played: their environment failed (threw, malformed result, time limit)
+   * or the policy could not act (too many valid actions, no room in the context). Each counts as a
+   * failure in the success rate; the mean return and length are over the others.
+   */
   failedEpisodes: number;
   firstError?: string;
+  /** Over every episode, a failed one counting as no success. */
   successRate: Estimate;
+  /** Over the episodes that did not fail. */
   meanReturn: Estimate;
   meanLength: Estimate;
   /**
-   * Each episode the estimates are over, for a paired comparison with another evaluation on the same
-   * seeds (absent from reports stored before rlplay kept them).
+   * Each episode that did not fail, for a paired comparison with another evaluation on the same seeds
+   * (absent from reports stored before rlplay kept them).
    */
   outcomes?: EpisodeOutcome[];
 }
@@ -102,14 +108,32 @@ export async function evaluatePolicy(policy: Policy, options: EvaluationOptions)
     env: env.id,
     split: reset.split ?? 'train',
     difficulty: reset.difficulty ?? 1,
-    episodes: episodes.length,
+    episodes: played.length,
     failedEpisodes: played.length - episodes.length,
     ...(played.some((e) => e.error) ? { firstError: played.find((e) => e.error)!.error } : {}),
-    successRate: wilsonInterval(episodes.filter((e) => e.success).length, episodes.length),
+    successRate: wilsonInterval(successes(played), played.length),
     meanReturn: meanInterval(episodes.map((e) => e.totalReward)),
     meanLength: meanInterval(episodes.map((e) => e.steps.length)),
     outcomes: episodes.map((e) => ({ seed: e.seed, success: e.success, totalReward: e.totalReward })),
   };
+}
+
+/** Episodes that succeeded: one that failed (its environment or the policy threw) never counts, whatever it had reached. */
+export function successes(episodes: readonly Pick<PlayedEpisode, 'success' | 'error'>[]): number {
+  return episodes.filter((e) => e.success && !e.error).length;
+}
+
+/** What failed, in words ("3 of 10 episodes could not be played (…); the first: …"), or null when none did. */
+export function describeFailures(report: Pick<EvaluationReport, 'episodes' | 'failedEpisodes' | 'firstError'>): string | null {
+  if (report.failedEpisodes === 0) return null;
+  return `${report.failedEpisodes} of ${report.episodes} episodes could not be played (an environment or policy error); the first: ${report.firstError}`;
+}
+
+/** Refuses an evaluation or a run in which no episode could be played (after describeFailures has said why): its figures would mean nothing. */
+export function checkSomethingPlayed(report: Pick<EvaluationReport, 'env' | 'episodes' | 'failedEpisodes'>): void {
+  if (report.episodes > 0 && report.failedEpisodes === report.episodes) {
+    throw new Error(`no episode of ${report.env} could be played: all ${report.episodes} failed (the first error is above); fix the environment or the policy settings and try again`);
+  }
 }
 
 /**

@@ -4,6 +4,7 @@
 // run's progress). Started again on the same run, it resumes from the last checkpoint: the update
 // that was cut short is played again from the same seeds with the same weights, so it produces the
 // same episodes, and those already stored are kept as they are.
+import { MAX_VALID_ACTIONS } from '../agent/choice-policy.ts';
 import { makePolicy } from '../agent/policies.ts';
 import type { PlayedEpisode, PolicyMode } from '../agent/policy.ts';
 import type { PromptFormat } from '../agent/transcript.ts';
@@ -40,6 +41,8 @@ export interface TrainConfig {
   /** Text mode: sampling temperature and the longest action. */
   temperature: number;
   maxActionTokens: number;
+  /** Choice mode: the most valid actions a state may offer. */
+  maxActions: number;
   /** Training sequences per forward/backward. */
   microBatch: number;
   lora: LoraSettings;
@@ -72,6 +75,7 @@ export const RUN_SETTINGS = {
   lengthNormalize: booleanSetting(true, 'Choice mode: score actions by their mean token log-prob (off: summed, which penalises long actions).'),
   temperature: numberSetting(1, 'Sampling temperature (choice mode: τ of the softmax over the valid actions; below 1 sharper).', { min: 0, exclusiveMin: true }),
   maxActionTokens: integerSetting(32, 'Text mode: the longest action.', { min: 1, unit: 'tokens' }),
+  maxActions: integerSetting(MAX_VALID_ACTIONS, 'Choice mode: the most valid actions a state may offer (each is scored every step); an episode offered more fails at that step.', { min: 1, unit: 'actions' }),
   microBatch: integerSetting(16, 'Training sequences per forward/backward.', { min: 1, unit: 'sequences' }),
 } satisfies SettingsSchema;
 
@@ -120,6 +124,8 @@ export interface RunOutcome {
   adapter: GpuLoraAdapter;
   /** Metrics of the last update. */
   lastMetrics: Record<string, number>;
+  /** The episodes this call played, and those of them that failed (describeFailures, checkSomethingPlayed in evaluate.ts). */
+  played: { episodes: number; failedEpisodes: number; firstError?: string };
 }
 
 /** The settings that must match for a run to be resumed. */
@@ -204,6 +210,7 @@ export async function trainRun(model: Model, env: EnvModule, store: TrajectorySt
   let updates = checkpoint?.progress.updates ?? 0;
   let episodes = checkpoint?.progress.episodes ?? 0;
   let lastMetrics: Record<string, number> = {};
+  const played: RunOutcome['played'] = { episodes: 0, failedEpisodes: 0 };
   try {
     if (checkpoint) {
       trainer.loadOptimizerState(checkpoint.optimizer);
@@ -213,7 +220,7 @@ export async function trainRun(model: Model, env: EnvModule, store: TrajectorySt
     while (episodes < config.episodes) {
       if (hooks.signal?.aborted) {
         await store.updateRun(runId, { status: 'paused' });
-        return { status: 'paused', updates, episodes, resumedFrom: checkpoint?.progress.updates ?? null, adapter, lastMetrics };
+        return { status: 'paused', updates, episodes, resumedFrom: checkpoint?.progress.updates ?? null, adapter, lastMetrics, played };
       }
       const updateStarted = performance.now();
       trainer.setSchedule({ kind: 'constant', lr: updateLearningRate(algorithm, updates, Math.ceil(config.episodes / algorithm.episodesPerUpdate)) });
@@ -224,7 +231,12 @@ export async function trainRun(model: Model, env: EnvModule, store: TrajectorySt
       });
       const first = updates * algorithm.episodesPerUpdate;
       for (const [i, episode] of result.episodes.entries()) {
-        if (episode.error) hooks.onLog?.(`episode ${first + i} (seed ${episode.seed}) ended early: ${episode.error}`);
+        played.episodes++;
+        if (episode.error) {
+          hooks.onLog?.(`episode ${first + i} (seed ${episode.seed}) ended early: ${episode.error}`);
+          played.failedEpisodes++;
+          played.firstError ??= episode.error;
+        }
         if (await store.getEpisode(runId, first + i)) continue; // stored before an interruption: the same episode
         await store.addEpisode(
           { runId, index: first + i, envId: env.id, seed: episode.seed, split: 'train', totalReward: episode.totalReward, success: episode.success, length: episode.steps.length, createdAt: Date.now(), ...(episode.error ? { error: episode.error } : {}) },
@@ -258,7 +270,7 @@ export async function trainRun(model: Model, env: EnvModule, store: TrajectorySt
       hooks.onUpdate?.({ update: updates, episodes, totalEpisodes: config.episodes, metrics: lastMetrics });
     }
     await store.updateRun(runId, { status: 'finished' });
-    return { status: 'finished', updates, episodes, resumedFrom: checkpoint?.progress.updates ?? null, adapter, lastMetrics };
+    return { status: 'finished', updates, episodes, resumedFrom: checkpoint?.progress.updates ?? null, adapter, lastMetrics, played };
   } catch (error) {
     adapter.dispose();
     await store.updateRun(runId, { status: 'failed', note: (error as Error).message }).catch(() => undefined);

@@ -11,6 +11,8 @@ import { STORIES260K_DIR } from '../support/model-folder.ts';
 
 const FLAKY = join(import.meta.dirname, '../fixtures/envs/flaky-coin.js');
 const WORD_GUESS = join(import.meta.dirname, '../fixtures/envs/word-guess.js');
+const ALWAYS_THROWS = join(import.meta.dirname, '../fixtures/envs/always-throws.js');
+const MANY_ACTIONS = join(import.meta.dirname, '../fixtures/envs/many-actions.js');
 
 
 const trainArgs = (out: string, episodes: number) => [
@@ -183,6 +185,17 @@ describe.skipIf(!existsSync(STORIES260K_DIR))('rlplay train, collect and export'
     }
     expect(stdout).toContain(join(out, 'report.json'));
   }, 600_000);
+
+  test('a run in which every episode fails exits non-zero and says how many failed; one offered 10,000 actions says why', async () => {
+    const thrown = await rlplay(...trainArgs(join(root, 'all-fail'), 8).map((a) => (a === FLAKY ? ALWAYS_THROWS : a)));
+    expect(thrown.stderr).toMatch(/^training: 8 of 8 episodes could not be played \(an environment or policy error\); the first: .*step\(\) threw at step 1/m);
+    expect(thrown.stderr).toContain('no episode of always-throws could be played: all 8 failed');
+    expect(thrown.code).toBe(1);
+    const flooded = await rlplay(...trainArgs(join(root, 'flooded'), 4).map((a) => (a === FLAKY ? MANY_ACTIONS : a)));
+    expect(flooded.stderr).toContain('episode 0 (seed 1000003) ended early: environment many-actions offered 10000 valid actions at step 0, more than the 256 the choice mode scores');
+    expect(flooded.stderr).toContain('no episode of many-actions could be played: all 4 failed');
+    expect(flooded.code).toBe(1);
+  });
 
   test('a custom environment that does not load fails cleanly with the reason', async () => {
     const broken = join(root, 'broken-env.js');

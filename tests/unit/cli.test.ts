@@ -109,6 +109,31 @@ describe.skipIf(!fixturePresent)('rlplay CLI on stories260K', () => {
     expect(unknown.stderr).toMatch(/environment "chess": is neither a built-in environment nor a file path; the built-ins are .*tool-use/);
   });
 
+  test('eval on an environment whose every episode fails exits non-zero, says how many failed and counts them as failures', async () => {
+    const env = join(import.meta.dirname, '../fixtures/envs/always-throws.js');
+    const { code, stdout, stderr } = await rlplay('eval', '--model', STORIES260K_DIR, '--env', env, '--episodes', '3');
+    expect(code).toBe(1);
+    expect(stderr).toMatch(/^3 of 3 episodes could not be played \(an environment or policy error\); the first: .*step\(\) threw at step 1: Error: the environment broke on "(yes|no)"/m);
+    expect(stderr).toContain('no episode of always-throws could be played: all 3 failed');
+    expect(stdout).toContain('3 episodes (3 failed, counted as failures)');
+    expect(stdout).toMatch(/success rate {4}0\.000 \[0\.000, 0\.561\]/);
+    expect(stdout).toMatch(/mean return {5}- /);
+    const json = await rlplay('eval', '--model', STORIES260K_DIR, '--env', env, '--episodes', '3', '--json');
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.stdout)).toMatchObject({ episodes: 3, failedEpisodes: 3, successRate: { value: 0 } });
+  });
+
+  test('eval on an environment listing 10,000 valid actions fails at once with the limit and the ways out', async () => {
+    const env = join(import.meta.dirname, '../fixtures/envs/many-actions.js');
+    const { code, stderr } = await rlplay('eval', '--model', STORIES260K_DIR, '--env', env, '--episodes', '2');
+    expect(code).toBe(1);
+    expect(stderr).toContain('2 of 2 episodes could not be played');
+    expect(stderr).toContain('environment many-actions offered 10000 valid actions at step 0, more than the 256 the choice mode scores (each is scored every step): list fewer from validActions(), raise the limit (--max-actions), or play it in text mode (--mode text)');
+    const zero = await rlplay('eval', '--model', STORIES260K_DIR, '--env', env, '--episodes', '1', '--max-actions', '0');
+    expect(zero.code).toBe(1);
+    expect(zero.stderr).toContain('--max-actions must be at least 1');
+  });
+
   test('a truncated model.safetensors fails with a clear message and a non-zero exit', async () => {
     const { code, stdout, stderr } = await rlplay('logprobs', '--model', brokenDir, '--text', 'Once', '--json');
     expect(code).not.toBe(0);

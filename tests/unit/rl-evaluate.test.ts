@@ -1,5 +1,7 @@
 import { describe, expect, test } from 'vitest';
-import { describeChange, meanInterval, pairedChange, wilsonInterval } from '../../src/rl/evaluate.ts';
+import type { PlayedEpisode, Policy } from '../../src/agent/policy.ts';
+import type { EnvModule } from '../../src/env/types.ts';
+import { checkSomethingPlayed, describeChange, describeFailures, evaluatePolicy, meanInterval, pairedChange, wilsonInterval } from '../../src/rl/evaluate.ts';
 
 describe('evaluation intervals (95%)', () => {
   test('Wilson interval of 3 successes in 10: [0.1078, 0.6032]', () => {
@@ -46,3 +48,42 @@ describe('evaluation intervals (95%)', () => {
   });
 });
 
+
+describe('an evaluation with failed episodes', () => {
+  const env: EnvModule = { id: 'coin', description: 'Flip.', maxEpisodeSteps: 1, make: () => ({ reset: () => ({ observation: '', info: {} }), step: () => ({ observation: '', reward: 0, terminated: true, truncated: false, info: {} }) }) };
+  /** A policy whose episode of each seed is given: `success`, `totalReward` and `error` as listed, one step each unless it failed at once. */
+  const scripted = (outcomes: Record<number, Partial<PlayedEpisode>>): Policy =>
+    ({
+      mode: 'choice',
+      options: { env, reset: { split: 'test' }, format: 'plain', adapter: null, microBatch: 1 },
+      play: async (requests) =>
+        requests.map(({ seed }): PlayedEpisode => ({ seed, samplingSeed: seed, steps: [], totalReward: 0, success: false, ...outcomes[seed - 100] })),
+      update: async () => {
+        throw new Error('not trained here');
+      },
+    }) as Policy;
+
+  test('counts each failed episode as a failure in the success rate, and says how many failed', async () => {
+    // Seeds 100..103: a success (return 1), a failure (return 0.5), and two environment errors, one of them after reaching success.
+    const report = await evaluatePolicy(
+      scripted({ 0: { success: true, totalReward: 1 }, 1: { totalReward: 0.5 }, 2: { error: 'step() threw: Error: broke' }, 3: { success: true, totalReward: 1, error: 'step() threw: Error: late' } }),
+      { episodes: 4, firstSeed: 100 },
+    );
+    expect(report).toMatchObject({ episodes: 4, failedEpisodes: 2, firstError: 'step() threw: Error: broke' });
+    expect(report.successRate).toEqual(wilsonInterval(1, 4));
+    expect(report.meanReturn).toEqual(meanInterval([1, 0.5]));
+    expect(report.outcomes!.map((o) => o.seed)).toEqual([100, 101]);
+    expect(describeFailures(report)).toBe('2 of 4 episodes could not be played (an environment or policy error); the first: step() threw: Error: broke');
+    expect(() => checkSomethingPlayed(report)).not.toThrow();
+  });
+
+  test('none failed: nothing to say; all failed: refused, with how many', async () => {
+    const clean = await evaluatePolicy(scripted({ 0: { success: true, totalReward: 1 } }), { episodes: 1, firstSeed: 100 });
+    expect(describeFailures(clean)).toBeNull();
+    const broken = await evaluatePolicy(scripted({ 0: { error: 'broke' }, 1: { error: 'broke again' }, 2: { error: 'and again' } }), { episodes: 3, firstSeed: 100 });
+    expect(broken).toMatchObject({ episodes: 3, failedEpisodes: 3 });
+    expect(broken.successRate).toEqual(wilsonInterval(0, 3));
+    expect(Number.isNaN(broken.meanReturn.value)).toBe(true);
+    expect(() => checkSomethingPlayed(broken)).toThrow('no episode of coin could be played: all 3 failed (the first error is above); fix the environment or the policy settings and try again');
+  });
+});

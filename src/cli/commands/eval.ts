@@ -2,7 +2,7 @@
 // environment's held-out instances, with 95% confidence intervals. The policy acts greedily: the
 // most probable listed action (choice mode) or greedy decoding (text mode).
 import type { Command } from 'commander';
-import { evaluatePolicy, type Estimate } from '../../rl/evaluate.ts';
+import { checkSomethingPlayed, describeFailures, evaluatePolicy, type Estimate } from '../../rl/evaluate.ts';
 import { addAgentOptions, agentPolicy, checkAgentFlags, loadEnvironment, type AgentFlags } from '../agent-options.ts';
 import { DEFAULT_MODEL_DIR, loadModelAndAdapter, MODEL_HELP } from '../load.ts';
 import { parseWholeNumber } from '../parse.ts';
@@ -16,7 +16,7 @@ interface EvalFlags extends AgentFlags {
   json?: boolean;
 }
 
-const format = (e: Estimate, digits: number) => `${e.value.toFixed(digits)} [${e.low.toFixed(digits)}, ${e.high.toFixed(digits)}]`;
+const format = (e: Estimate, digits: number) => (Number.isFinite(e.value) ? `${e.value.toFixed(digits)} [${e.low.toFixed(digits)}, ${e.high.toFixed(digits)}]` : '-');
 
 export function registerEval(program: Command): void {
   const command = program
@@ -45,17 +45,18 @@ export function registerEval(program: Command): void {
         },
       });
       if (!flags.json && process.stderr.isTTY) process.stderr.write('\r\x1b[2K');
-      if (report.failedEpisodes > 0) process.stderr.write(`${report.failedEpisodes} episode(s) ended with an environment error and are left out; the first: ${report.firstError}\n`);
-      if (flags.json) {
-        process.stdout.write(`${JSON.stringify(report)}\n`);
-        return;
+      const failures = describeFailures(report);
+      if (failures) process.stderr.write(`${failures}\n`);
+      if (flags.json) process.stdout.write(`${JSON.stringify(report)}\n`);
+      else {
+        process.stdout.write(
+          `${report.env} (${report.split} split, difficulty ${report.difficulty}, ${flags.mode} mode), ${report.episodes} episodes${report.failedEpisodes ? ` (${report.failedEpisodes} failed, counted as failures)` : ''}, 95% confidence intervals:\n` +
+            `  success rate    ${format(report.successRate, 3)}\n` +
+            `  mean return     ${format(report.meanReturn, 3)}${report.failedEpisodes ? '  (over the episodes that did not fail)' : ''}\n` +
+            `  episode length  ${format(report.meanLength, 2)}\n`,
+        );
       }
-      process.stdout.write(
-        `${report.env} (${report.split} split, difficulty ${report.difficulty}, ${flags.mode} mode), ${report.episodes} episodes, 95% confidence intervals:\n` +
-          `  success rate    ${format(report.successRate, 3)}\n` +
-          `  mean return     ${format(report.meanReturn, 3)}\n` +
-          `  episode length  ${format(report.meanLength, 2)}\n`,
-      );
+      checkSomethingPlayed(report);
     } finally {
       adapter?.dispose();
       model.dispose();

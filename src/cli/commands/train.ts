@@ -14,7 +14,7 @@ import type { Model } from '../../engine/model.ts';
 import { openAdapterSource } from '../../engine/model/source-node.ts';
 import type { EnvModule } from '../../env/types.ts';
 import { ALGORITHM_SETTINGS, ALGORITHMS, checkAlgorithmSettings, type AlgorithmName } from '../../rl/index.ts';
-import { describeChange, evaluatePolicy, pairedChange, type EvaluationReport } from '../../rl/evaluate.ts';
+import { checkSomethingPlayed, describeChange, describeFailures, evaluatePolicy, pairedChange, type EvaluationReport } from '../../rl/evaluate.ts';
 import { importAdapterRun, TRAIN_DEFAULTS, trainRun, type TrainConfig } from '../../rl/run.ts';
 import { describeAllowed } from '../../rl/settings.ts';
 import { FileTrajectoryStore } from '../../store/files.ts';
@@ -64,6 +64,7 @@ function settingsTable(): string {
 }
 
 const pct = (x: number) => (Number.isFinite(x) ? `${(100 * x).toFixed(0)}%` : '-');
+const decimal = (x: number | undefined) => (x !== undefined && Number.isFinite(x) ? x.toFixed(3) : '-');
 
 export function registerTrain(program: Command): void {
   const command = program
@@ -150,7 +151,8 @@ export function registerTrain(program: Command): void {
           const filled = Math.round((width * Math.min(episodes, totalEpisodes)) / totalEpisodes);
           status(
             `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${episodes}/${totalEpisodes} episodes  ` +
-              `return ${metrics['charts/episodic_return']?.toFixed(3) ?? '-'}  success ${pct(metrics['charts/success_rate'])}  ` +
+              `return ${decimal(metrics['charts/episodic_return'])}  success ${pct(metrics['charts/success_rate'])}  ` +
+              (metrics['charts/failed_episodes'] ? `${metrics['charts/failed_episodes']} failed  ` : '') +
               speed.describe(totalEpisodes - episodes),
           );
         },
@@ -178,6 +180,11 @@ export function registerTrain(program: Command): void {
       process.stderr.write(`${outcome.episodes} episodes, ${outcome.updates} updates; ${summary}; adapter, trajectories.jsonl, metrics.jsonl and report.json in ${out}\n`);
       const change = report.evaluation?.change;
       if (change) process.stderr.write(`change: ${describeChange(change)}\n`);
+      for (const [what, figures] of [['training', outcome.played], ['test-split evaluation before', before], ['test-split evaluation after', after]] as const) {
+        const failures = figures && describeFailures(figures);
+        if (failures) process.stderr.write(`${what}: ${failures}\n`);
+      }
+      checkSomethingPlayed({ env: env.id, ...outcome.played });
     } finally {
       adapter?.dispose();
       model.dispose();
