@@ -61,9 +61,10 @@ function looksLikeModule(value) {
 
 /**
  * @param {ImportModule} importModule
+ * @param {() => number} [measureMemory] the bytes the worker holds, sent with every reply of a call
  * @returns {EnvHostApi}
  */
-export function createEnvHost(importModule) {
+export function createEnvHost(importModule, measureMemory) {
   /** @type {Record<string, unknown> | null} */
   let module = null;
   /** @type {Record<string, unknown> | null} */
@@ -77,6 +78,16 @@ export function createEnvHost(importModule) {
    * @returns {Promise<import('../src/env/env-host-protocol.ts').HostReply<T>>}
    */
   async function reply(run) {
+    const measured = await settle(run);
+    return measureMemory ? { ...measured, memoryBytes: measureMemory() } : measured;
+  }
+
+  /**
+   * @template T
+   * @param {() => Promise<T> | T} run
+   * @returns {Promise<import('../src/env/env-host-protocol.ts').HostReply<T>>}
+   */
+  async function settle(run) {
     let value;
     try {
       value = await run();

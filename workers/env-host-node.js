@@ -3,8 +3,12 @@
 // host from env-host-core.js, spoken to through comlink's Node adapter. Plain JavaScript, so it runs
 // without a TypeScript loader whether rlplay runs under tsx (the CLI) or Vite (Vitest). Environment
 // files load by dynamic import of their file URL; TypeScript ones through tsx's tsImport, which
-// compiles them without changing how anything else in this worker loads.
-import { parentPort } from 'node:worker_threads';
+// compiles them without changing how anything else in this worker loads. Every reply carries the
+// memory this worker's isolate holds (process.memoryUsage() in a worker reports its own heap and
+// ArrayBuffers), which the main thread checks against the limit in workerData.
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { parentPort, workerData } from 'node:worker_threads';
 import { expose } from 'comlink';
 import nodeEndpoint from 'comlink/dist/esm/node-adapter.mjs';
 import { createEnvHost } from './env-host-core.js';
@@ -24,5 +28,29 @@ async function importModule(request) {
   return { namespace: await import(request.url), url: request.url };
 }
 
+/** @type {number} */
+const memoryLimitBytes = workerData?.memoryLimitBytes ?? Infinity;
+// A worker cannot be started with --expose-gc. The flag is process-wide: set only while one
+// context that has gc() is made.
+setFlagsFromString('--expose-gc');
+const collectGarbage = /** @type {() => void} */ (runInNewContext('gc'));
+setFlagsFromString('--no-expose-gc');
+
+function heldBytes() {
+  const { heapUsed, external } = process.memoryUsage(); // external includes the ArrayBuffers
+  return heapUsed + external;
+}
+
+/** What the worker holds; over the limit, what stays after garbage collection (dead ArrayBuffers wait for one). */
+function measureMemory() {
+  const held = heldBytes();
+  if (held <= memoryLimitBytes) return held;
+  // V8 frees the memory of the dead ArrayBuffers a collection finds in the background; the next
+  // collection finishes that first.
+  collectGarbage();
+  collectGarbage();
+  return heldBytes();
+}
+
 if (!parentPort) throw new Error('env-host-node.js runs as a worker_threads Worker');
-expose(createEnvHost(importModule), nodeEndpoint(/** @type {any} */ (parentPort)));
+expose(createEnvHost(importModule, measureMemory), nodeEndpoint(/** @type {any} */ (parentPort)));

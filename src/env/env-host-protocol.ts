@@ -19,13 +19,20 @@ export interface WireError {
   nonError?: boolean;
 }
 
-export type HostReply<T> =
+export type HostReply<T> = (
   | { ok: true; value: T }
   /**
    * `threw`: the environment's code threw (or the import failed); `uncloneable`: it returned something
    * that cannot be copied out of the worker; `no-module` / `no-instance`: called out of order.
    */
-  | { ok: false; kind: 'threw' | 'uncloneable' | 'no-module' | 'no-instance'; error: WireError };
+  | { ok: false; kind: 'threw' | 'uncloneable' | 'no-module' | 'no-instance'; error: WireError }
+) & {
+  /**
+   * The memory the worker holds after the call, where the platform can measure it (Node): its JS
+   * heap and everything outside it (ArrayBuffers, Buffers, WebAssembly memory).
+   */
+  memoryBytes?: number;
+};
 
 /** One field of the default export: its typeof and, for primitives, its value. */
 export interface FieldSummary {

@@ -18,7 +18,11 @@ import { loadWorkerEnvModule, rebuildError, type LoadProblem, type WorkerEnvModu
 export type { WorkerEnvModule } from './worker-env.ts';
 
 export interface LoadEnvFileOptions extends WorkerEnvOptions {
-  /** Heap limit of each environment worker, in MiB: runaway memory use stops the worker, not rlplay. Default 1024. */
+  /**
+   * Memory limit of each environment worker, in MiB: its JS heap (enforced as it grows) and, checked
+   * after every call, the heap with its ArrayBuffers, Buffers and WebAssembly memory. Runaway memory
+   * use stops the worker, not rlplay. Default 1024.
+   */
   maxMemoryMb?: number;
 }
 
@@ -30,7 +34,8 @@ const DEFAULT_MAX_MEMORY_MB = 1024;
 function nodeWorker(name: string, maxMemoryMb: number): WorkerHandle {
   // execArgv: [] so the worker never inherits a loader (tsx, --import) that would change how the
   // environment file loads; the host needs none.
-  const worker = new Worker(HOST_URL, { name, execArgv: [], resourceLimits: { maxOldGenerationSizeMb: maxMemoryMb } });
+  const memoryLimit = { bytes: maxMemoryMb * 1024 * 1024, option: 'maxMemoryMb' };
+  const worker = new Worker(HOST_URL, { name, execArgv: [], resourceLimits: { maxOldGenerationSizeMb: maxMemoryMb }, workerData: { memoryLimitBytes: memoryLimit.bytes } });
   // Idle workers must not keep the process alive; a call in flight holds a reference.
   worker.unref();
   let inFlight = 0;
@@ -38,6 +43,7 @@ function nodeWorker(name: string, maxMemoryMb: number): WorkerHandle {
   let terminated = false;
   return {
     endpoint: nodeEndpoint(worker),
+    memoryLimit,
     terminate() {
       terminated = true;
       void worker.terminate();

@@ -32,6 +32,8 @@ export interface WorkerHandle {
   /** Node: keep the process alive while a call is in flight (an idle worker does not). */
   hold?(): void;
   release?(): void;
+  /** Where replies measure the worker's memory (Node): the most it may hold after a call, and the option that sets it. */
+  memoryLimit?: { bytes: number; option: string };
 }
 
 export type SpawnWorker = () => WorkerHandle;
@@ -110,8 +112,12 @@ class HostWorker {
     this.pending.clear();
   }
 
-  /** Runs one call, failing with EnvHostFailure('timeout') (and terminating the worker) after `timeoutMs`. */
-  run<T>(call: (api: EnvHostApi) => Promise<T>, timeoutMs: number): Promise<T> {
+  /**
+   * Runs one call, failing with EnvHostFailure('timeout') (and terminating the worker) after
+   * `timeoutMs`, or with EnvHostFailure('crashed') (terminating it too) when its reply says the
+   * worker holds more memory than its limit.
+   */
+  run<T extends HostReply<unknown>>(call: (api: EnvHostApi) => Promise<T>, timeoutMs: number): Promise<T> {
     if (this.death) return Promise.reject(new EnvHostFailure('stopped', `its worker was stopped earlier: ${this.death.message}`));
     return new Promise<T>((resolve, reject) => {
       let timer: ReturnType<typeof setTimeout> | undefined;
@@ -125,10 +131,23 @@ class HostWorker {
         timer = setTimeout(() => this.kill(new EnvHostFailure('timeout', `did not finish within ${timeoutMs} ms`, timeoutMs)), timeoutMs);
       }
       call(this.api).then(
-        (value) => { finish(); resolve(value); },
+        (value) => {
+          finish();
+          const overLimit = this.overMemoryLimit(value);
+          if (!overLimit) return resolve(value);
+          this.kill(overLimit);
+          reject(overLimit);
+        },
         (error: unknown) => { finish(); reject(error); },
       );
     });
+  }
+
+  private overMemoryLimit(reply: HostReply<unknown>): EnvHostFailure | null {
+    const limit = this.handle.memoryLimit;
+    if (!limit || reply.memoryBytes === undefined || reply.memoryBytes <= limit.bytes) return null;
+    const mib = (bytes: number) => (bytes / (1 << 20)).toFixed(1).replace(/\.0$/, '');
+    return new EnvHostFailure('crashed', `it held ${mib(reply.memoryBytes)} MiB after the call, over its memory limit of ${mib(limit.bytes)} MiB (${limit.option}), which counts its heap, ArrayBuffers and WebAssembly memory`);
   }
 }
 

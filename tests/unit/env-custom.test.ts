@@ -262,6 +262,34 @@ describe('custom environment files in worker threads', () => {
     await Promise.all([looping.close!(), crashing.close!()]);
   });
 
+  test('ArrayBuffers count toward the memory limit: a worker that keeps 1 MiB a step is stopped near it', async () => {
+    const hoarding = await loadEnvFile(fixture('hoards-memory.js'), { maxMemoryMb: 64 });
+    const env = await hoarding.make();
+    await env.reset({ seed: 1 });
+    const rssBefore = process.memoryUsage.rss();
+    let steps = 0;
+    const error = await envError(async () => {
+      while (steps < 400) {
+        await env.step('keep');
+        steps++;
+      }
+    });
+    expect(error.kind).toBe('crashed');
+    expect(error.step).toBeGreaterThan(40);
+    expect(error.step).toBeLessThanOrEqual(64);
+    expect(error.message).toMatch(/step\(\) failed at step \d+: the environment's worker stopped \(it held 6[45](\.\d)? MiB after the call, over its memory limit of 64 MiB \(maxMemoryMb\), which counts its heap, ArrayBuffers and WebAssembly memory\)/);
+    expect(process.memoryUsage.rss() - rssBefore).toBeLessThan(150 * 1024 * 1024);
+    // The next episode runs on a fresh worker with nothing kept.
+    await env.reset({ seed: 2 });
+    expect((await env.step('keep')).observation).toBe('holding 1 MiB');
+    // Dead ArrayBuffers do not count: 8 MiB dropped at every step beside 40 MiB kept never stop it.
+    const dropping = await hoarding.make({ keep: false });
+    await dropping.reset({ seed: 3 });
+    for (let t = 0; t < 100; t++) await dropping.step('drop');
+    await Promise.all([env.close!(), dropping.close!()]);
+    await hoarding.dispose();
+  });
+
   test("the scripted expert runs in the worker, guarded like step(): its answer, a throw, a wrong type and a loop", async () => {
     const fine = await made('none');
     await fine.reset({ seed: 1 });
