@@ -146,6 +146,14 @@ describe('loading a model folder', () => {
       expect(error.tensor).toBe('lm_head.weight');
     });
 
+    it('a 10 GB model.safetensors of zeros, by its header, never "Invalid typed array length"', async () => {
+      const folder = await tinyFolder();
+      const path = join(folder.dir, 'model.safetensors');
+      await writeFile(path, '');
+      await truncate(path, 10 * 2 ** 30);
+      await loadError(loadFolder(folder.dir), 'model.safetensors: the header is not valid JSON', 'not a safetensors file', 'download it again');
+    });
+
     it('a missing tensor', async () => {
       const folder = await tinyFolder();
       const config = folder.config;
