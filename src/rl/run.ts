@@ -167,9 +167,44 @@ export function updateLearningRate(algorithm: Pick<Algorithm, 'learningRate' | '
   return algorithm.learningRate * Math.max(1 - update / totalUpdates, 1 / totalUpdates);
 }
 
-/** Trains (or resumes) run `runId` in `store`. */
+/** A stored run's progress: the episodes and updates of its last logged update. */
+export interface StoredProgress {
+  episodes: number;
+  updates: number;
+}
+
+async function storedProgress(store: TrajectoryStore, runId: string): Promise<StoredProgress> {
+  const last = async (name: string) => (await store.listMetrics(runId, name)).at(-1)?.value ?? 0;
+  return { episodes: await last('charts/episodes'), updates: await last('charts/updates') };
+}
+
+/**
+ * Checks a request for `episodes` in all against run `runId` as stored. Fewer than the run has played
+ * and than it was started for is refused: its record would name fewer episodes than it holds. Returns
+ * the run's progress when it is finished and asks for no more episodes than it has played (there is
+ * nothing to do), else null (a new run, or one to resume or continue).
+ */
+export async function checkRequestedEpisodes(store: TrajectoryStore, runId: string, episodes: number): Promise<StoredProgress | null> {
+  const run = await store.getRun(runId);
+  if (!run) return null;
+  const progress = await storedProgress(store, runId);
+  const startedFor = (run.config as unknown as TrainConfig).episodes;
+  if (episodes < Math.min(progress.episodes, startedFor)) {
+    throw new Error(
+      `run ${runId} has played ${progress.episodes} episodes (it was started for ${startedFor}), more than the ${episodes} asked for now: ` +
+        `ask for ${Math.min(progress.episodes, startedFor)} or more (more continues it), or start a new run elsewhere`,
+    );
+  }
+  return run.status === 'finished' && progress.episodes >= episodes ? progress : null;
+}
+
+/**
+ * Trains (or resumes, or continues) run `runId` in `store`. A finished run asked for no more episodes
+ * than it has played is left as it is: the outcome is its last checkpoint's, with its last update's metrics.
+ */
 export async function trainRun(model: Model, env: EnvModule, store: TrajectoryStore, runId: string, requested: TrainConfig, hooks: RunHooks = {}): Promise<RunOutcome> {
   checkSettings('run', RUN_SETTINGS, Object.fromEntries(Object.keys(RUN_SETTINGS).map((key) => [key, requested[key as keyof TrainConfig]])));
+  const finished = await checkRequestedEpisodes(store, runId, requested.episodes);
   // 1. The run: new, or resumed with the same settings and the defaults it was made with.
   const existing = await store.getRun(runId);
   const stored = existing?.config as unknown as TrainConfig | undefined;
@@ -184,7 +219,7 @@ export async function trainRun(model: Model, env: EnvModule, store: TrajectorySt
           'resume it with the same settings, or start a new run elsewhere',
       );
     }
-    await store.updateRun(runId, { status: 'running', config: config as unknown as Record<string, unknown> });
+    if (!finished) await store.updateRun(runId, { status: 'running', config: config as unknown as Record<string, unknown> });
   } else {
     await store.createRun({ id: runId, config: config as unknown as Record<string, unknown> });
   }
@@ -269,7 +304,9 @@ export async function trainRun(model: Model, env: EnvModule, store: TrajectorySt
       await hooks.onCheckpoint?.(saving);
       hooks.onUpdate?.({ update: updates, episodes, totalEpisodes: config.episodes, metrics: lastMetrics });
     }
-    await store.updateRun(runId, { status: 'finished' });
+    if (!finished) await store.updateRun(runId, { status: 'finished' });
+    // No update in this call (a finished run, or one stopped after its last checkpoint): the metrics of the last stored one.
+    if (played.episodes === 0) lastMetrics = await lastUpdateMetrics(store, runId);
     return { status: 'finished', updates, episodes, resumedFrom: checkpoint?.progress.updates ?? null, adapter, lastMetrics, played };
   } catch (error) {
     adapter.dispose();
@@ -316,6 +353,13 @@ async function newestIntactCheckpoint(
     );
   }
   return {};
+}
+
+/** The metrics logged by the run's last update (none before its first). */
+async function lastUpdateMetrics(store: TrajectoryStore, runId: string): Promise<Record<string, number>> {
+  const metrics = await store.listMetrics(runId);
+  const step = metrics.at(-1)?.step;
+  return Object.fromEntries(metrics.filter((m) => m.step === step).map((m) => [m.name, m.value]));
 }
 
 async function readValueHead(valueHead: ValueHead): Promise<{ weight: Float32Array; bias: number }> {

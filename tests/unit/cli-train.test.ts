@@ -186,6 +186,34 @@ describe.skipIf(!existsSync(STORIES260K_DIR))('rlplay train, collect and export'
     expect(stdout).toContain(join(out, 'report.json'));
   }, 600_000);
 
+  test('a finished run run again changes nothing; a smaller --episodes is refused with both numbers; a larger one continues it', async () => {
+    const out = join(root, 'rerun');
+    expect((await rlplay(...trainArgs(out, 8))).code).toBe(0);
+    const files = ['report.json', 'run.json', 'metrics.jsonl', 'trajectories.jsonl', 'adapter_model.safetensors'];
+    const contents = () => Promise.all(files.map((file) => readFile(join(out, file))));
+    const finished = await contents();
+    expect(JSON.parse(finished[0].toString()).lastUpdate['charts/updates']).toBe(2);
+
+    const again = await rlplay(...trainArgs(out, 8), '--eval-episodes', '2');
+    expect(again.stderr).toContain('run rerun is already finished (8 episodes, 2 updates); nothing to do — pass a larger --episodes to continue it or another --out');
+    expect(again.code).toBe(0);
+    expect(await contents()).toEqual(finished);
+    expect(existsSync(join(out, 'evaluation_before.json'))).toBe(false);
+
+    const smaller = await rlplay(...trainArgs(out, 4));
+    expect(smaller.stderr).toContain('run rerun has played 8 episodes (it was started for 8), more than the 4 asked for now: ask for 8 or more (more continues it), or start a new run elsewhere');
+    expect(smaller.code).toBe(1);
+    expect(await contents()).toEqual(finished);
+
+    const larger = await rlplay(...trainArgs(out, 12));
+    expect(larger.code).toBe(0);
+    expect(larger.stderr).toMatch(/resuming rerun after update 2 \(8 episodes\)/);
+    const report = JSON.parse(await readFile(join(out, 'report.json'), 'utf8'));
+    expect(report).toMatchObject({ status: 'finished', episodes: 12, updates: 3, config: { episodes: 12 } });
+    expect(report.lastUpdate['charts/updates']).toBe(3);
+    expect((await trajectories(out)).map((e) => e.index)).toEqual(Array.from({ length: 12 }, (_, i) => i));
+  });
+
   test('a run in which every episode fails exits non-zero and says how many failed; one offered 10,000 actions says why', async () => {
     const thrown = await rlplay(...trainArgs(join(root, 'all-fail'), 8).map((a) => (a === FLAKY ? ALWAYS_THROWS : a)));
     expect(thrown.stderr).toMatch(/^training: 8 of 8 episodes could not be played \(an environment or policy error\); the first: .*step\(\) threw at step 1/m);

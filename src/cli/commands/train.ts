@@ -15,7 +15,7 @@ import { openAdapterSource } from '../../engine/model/source-node.ts';
 import type { EnvModule } from '../../env/types.ts';
 import { ALGORITHM_SETTINGS, ALGORITHMS, checkAlgorithmSettings, type AlgorithmName } from '../../rl/index.ts';
 import { checkSomethingPlayed, describeChange, describeFailures, evaluatePolicy, pairedChange, type EvaluationReport } from '../../rl/evaluate.ts';
-import { importAdapterRun, TRAIN_DEFAULTS, trainRun, type TrainConfig } from '../../rl/run.ts';
+import { checkRequestedEpisodes, importAdapterRun, TRAIN_DEFAULTS, trainRun, type TrainConfig } from '../../rl/run.ts';
 import { describeAllowed } from '../../rl/settings.ts';
 import { FileTrajectoryStore } from '../../store/files.ts';
 import { actingSettings, addAgentOptions, checkAgentFlags, loadEnvironment, type AgentFlags } from '../agent-options.ts';
@@ -122,6 +122,12 @@ export function registerTrain(program: Command): void {
     }
     let adapter: GpuLoraAdapter | null = null;
     try {
+      // Before any evaluation: a finished run asked for no more episodes is left exactly as it is.
+      const finished = await checkRequestedEpisodes(store, runId, flags.episodes);
+      if (finished) {
+        process.stderr.write(`run ${runId} is already finished (${finished.episodes} episodes, ${finished.updates} updates); nothing to do — pass a larger --episodes to continue it or another --out\n`);
+        return;
+      }
       const evaluate = (which: GpuLoraAdapter | null) => evaluateOnTest(model, env, config, which, flags.evalEpisodes);
       // The evaluation before training is of where the run starts (the base model, or the adapter of
       // --init-adapter), taken once before the first update and kept for resumed runs.
