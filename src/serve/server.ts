@@ -72,6 +72,8 @@ export async function serveOpenEnv(module: EnvModule, options: ServeOptions): Pr
   // message is above the hard limit without reading it.
   const wss = new WebSocketServer({ noServer: true, maxPayload: settings.maxMessageBytes * 4 });
   http.on('upgrade', (request, socket, head) => {
+    // A connection reset before or during the handshake concerns this socket only.
+    socket.on('error', () => socket.destroy());
     if (new URL(request.url ?? '/', 'http://x').pathname !== '/ws' || closing) {
       socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
       return;
@@ -84,6 +86,10 @@ export async function serveOpenEnv(module: EnvModule, options: ServeOptions): Pr
 
   async function runSession(ws: WebSocket): Promise<void> {
     sockets.add(ws);
+    // A bad frame (unmasked, RSV1 set, invalid UTF-8, over maxPayload) is an 'error' on this socket
+    // alone: ws has already closed it with the RFC 6455 code (1002, 1007, 1009), and the session
+    // ends with it. Without a listener the error would end the whole process.
+    ws.on('error', () => {});
     ws.on('close', () => sockets.delete(ws));
     const send = (message: OutgoingMessage) => {
       if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(message));
@@ -176,6 +182,19 @@ function sendJson(response: ServerResponse, status: number, body: unknown): void
   response.end(text);
 }
 
+/**
+ * Answers a request whose body is not read to the end (413): with `Connection: close`, and the
+ * socket is ended once the answer is out, with what the client still sends read and dropped, so
+ * that it sees the answer and a clean end, not a reset.
+ */
+function sendJsonAndClose(request: IncomingMessage, response: ServerResponse, status: number, body: unknown): void {
+  response.shouldKeepAlive = false;
+  response.setHeader('connection', 'close');
+  request.on('data', () => {});
+  request.resume();
+  sendJson(response, status, body);
+}
+
 class HttpError extends Error {
   constructor(
     readonly status: number,
@@ -185,15 +204,23 @@ class HttpError extends Error {
   }
 }
 
-async function readBody(request: IncomingMessage, limit: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of request) {
-    size += (chunk as Buffer).length;
-    if (size > limit) throw new HttpError(413, `the request body is larger than the limit of ${limit} bytes (--max-message-bytes)`);
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks).toString('utf8');
+/** The body as text; over `limit` bytes an HttpError 413 at once, and the rest is drained, not kept (breaking off the stream would reset the connection). */
+function readBody(request: IncomingMessage, limit: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    request.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        if (size - chunk.length <= limit) reject(new HttpError(413, `the request body is larger than the limit of ${limit} bytes (--max-message-bytes)`));
+        chunks.length = 0;
+        return;
+      }
+      chunks.push(chunk);
+    });
+    request.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    request.on('error', reject);
+  });
 }
 
 async function readJson(request: IncomingMessage, limit: number): Promise<unknown> {
@@ -272,7 +299,10 @@ async function handleHttp(module: EnvModule, settings: typeof SERVE_DEFAULTS & {
       }
     }
   } catch (error) {
-    if (error instanceof HttpError) return sendJson(response, error.status, { detail: error.message });
+    if (error instanceof HttpError) {
+      if (error.status === 413) return sendJsonAndClose(request, response, error.status, { detail: error.message });
+      return sendJson(response, error.status, { detail: error.message });
+    }
     if (error instanceof OpenEnvError) return sendJson(response, error.code === 'VALIDATION_ERROR' ? 422 : 500, { detail: error.message, code: error.code });
     return sendJson(response, 500, { detail: (error as Error).message, code: 'EXECUTION_ERROR' });
   }
