@@ -26,8 +26,15 @@ export interface ServeOptions {
   port?: number;
   /** Default 127.0.0.1; 0.0.0.0 to accept connections from other machines (e.g. in a container). */
   host?: string;
-  /** Concurrent WebSocket sessions; one more is answered CAPACITY_REACHED. Default 256. */
+  /** Environment instances alive at once: WebSocket sessions and HTTP /reset and /step requests together; one more is refused (CAPACITY_REACHED, HTTP 503). Default 256. */
   maxSessions?: number;
+  /**
+   * Browser origins allowed besides the server's own (e.g. http://localhost:5173), or '*' for any.
+   * A request or WebSocket upgrade with another Origin header is refused (403): a web page the
+   * user visits could otherwise drive a server on 127.0.0.1. Requests without Origin (trainers,
+   * curl) are not browser requests and pass. Default none.
+   */
+  allowOrigins?: string[];
   /** A session with no message for this long is closed. Default 10 minutes; 0 for never. */
   idleTimeoutMs?: number;
   /** Largest message (WebSocket) or request body (HTTP) answered normally; larger ones get VALIDATION_ERROR (HTTP 413). Default 1 MiB. */
@@ -36,7 +43,7 @@ export interface ServeOptions {
   version: string;
 }
 
-export const SERVE_DEFAULTS = { port: 8000, host: '127.0.0.1', maxSessions: 256, idleTimeoutMs: 600_000, maxMessageBytes: 1 << 20 };
+export const SERVE_DEFAULTS = { port: 8000, host: '127.0.0.1', maxSessions: 256, idleTimeoutMs: 600_000, maxMessageBytes: 1 << 20, allowOrigins: [] as string[] };
 
 /** WebSocket close codes: normal, and the application codes for a refused or idle session. */
 const CLOSE_NORMAL = 1000;
@@ -62,8 +69,24 @@ export async function serveOpenEnv(module: EnvModule, options: ServeOptions): Pr
   const handling = new Set<Promise<void>>();
   let closing = false;
 
+  const capacity: Capacity = {
+    take: () => {
+      if (sessions.size >= settings.maxSessions) return null;
+      const session = new OpenEnvSession(module);
+      sessions.add(session); // the slot is held while the instance is made
+      return session;
+    },
+    release: (session) => sessions.delete(session),
+    refusal: () => `the server is at capacity (${sessions.size} of ${settings.maxSessions} environment instances, WebSocket sessions and HTTP requests together); retry later, or start it with a larger --max-sessions`,
+  };
+  let ownOrigins: string[] = [];
+  const originAllowed = (origin: string | undefined) =>
+    origin === undefined || settings.allowOrigins.includes('*') || settings.allowOrigins.includes(origin) || ownOrigins.includes(origin);
+  const originRefusal = (origin: string) => `requests from the web page ${origin} are refused: start rlplay serve with --allow-origin ${origin} to allow them`;
+
   const http = createServer((request, response) => {
-    handleHttp(module, settings, request, response).catch((error: unknown) => {
+    if (!originAllowed(request.headers.origin)) return sendJson(response, 403, { detail: originRefusal(request.headers.origin!) });
+    handleHttp(module, settings, capacity, request, response).catch((error: unknown) => {
       if (!response.headersSent) sendJson(response, 500, { detail: (error as Error).message });
       else response.destroy();
     });
@@ -76,6 +99,11 @@ export async function serveOpenEnv(module: EnvModule, options: ServeOptions): Pr
     socket.on('error', () => socket.destroy());
     if (new URL(request.url ?? '/', 'http://x').pathname !== '/ws' || closing) {
       socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
+      return;
+    }
+    if (!originAllowed(request.headers.origin)) {
+      const text = originRefusal(request.headers.origin!);
+      socket.end(`HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`);
       return;
     }
     wss.handleUpgrade(request, socket, head, (ws) => {
@@ -94,13 +122,12 @@ export async function serveOpenEnv(module: EnvModule, options: ServeOptions): Pr
     const send = (message: OutgoingMessage) => {
       if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(message));
     };
-    if (sessions.size >= settings.maxSessions) {
-      send(errorMessage('CAPACITY_REACHED', `the server is at capacity (${sessions.size} of ${settings.maxSessions} sessions); retry later, or start it with a larger --max-sessions`));
+    const session = capacity.take();
+    if (!session) {
+      send(errorMessage('CAPACITY_REACHED', capacity.refusal()));
       ws.close(CLOSE_REFUSED, 'capacity reached');
       return;
     }
-    const session = new OpenEnvSession(module);
-    sessions.add(session); // the slot is held while the instance is made
     let idleTimer: NodeJS.Timeout | undefined;
     const touch = () => {
       if (settings.idleTimeoutMs <= 0) return;
@@ -155,6 +182,7 @@ export async function serveOpenEnv(module: EnvModule, options: ServeOptions): Pr
   });
   const port = (http.address() as AddressInfo).port;
   const hostInUrl = settings.host.includes(':') ? `[${settings.host}]` : settings.host;
+  ownOrigins = [...new Set([`http://${hostInUrl}:${port}`, `http://127.0.0.1:${port}`, `http://localhost:${port}`])];
   return {
     url: `http://${hostInUrl}:${port}`,
     port,
@@ -244,7 +272,24 @@ const ROUTES: Record<string, 'GET' | 'POST'> = {
   '/mcp': 'POST',
 };
 
-async function handleHttp(module: EnvModule, settings: typeof SERVE_DEFAULTS & { version: string }, request: IncomingMessage, response: ServerResponse): Promise<void> {
+/** The one limit on environment instances alive at once, shared by WebSocket sessions and HTTP requests. */
+interface Capacity {
+  /** A session holding a slot, or null when every slot is taken. */
+  take(): OpenEnvSession | null;
+  release(session: OpenEnvSession): void;
+  /** Why take() gave null, with the fix. */
+  refusal(): string;
+}
+
+/** A POST body must be JSON: a text/plain or form body is what a web page can send without asking (a "simple" cross-site request). */
+function checkJsonContentType(request: IncomingMessage): void {
+  const type = request.headers['content-type'];
+  if (type === undefined) return;
+  const mime = type.split(';')[0].trim().toLowerCase();
+  if (mime !== 'application/json') throw new HttpError(415, `the request body is ${mime || 'untyped'}, but rlplay serve takes JSON: send it with Content-Type: application/json`);
+}
+
+async function handleHttp(module: EnvModule, settings: typeof SERVE_DEFAULTS & { version: string }, capacity: Capacity, request: IncomingMessage, response: ServerResponse): Promise<void> {
   const path = new URL(request.url ?? '/', 'http://x').pathname;
   const method = ROUTES[path];
   if (!method) return sendJson(response, 404, { detail: 'Not Found' });
@@ -253,6 +298,7 @@ async function handleHttp(module: EnvModule, settings: typeof SERVE_DEFAULTS & {
     return sendJson(response, 405, { detail: 'Method Not Allowed' });
   }
   try {
+    if (method === 'POST') checkJsonContentType(request);
     switch (path) {
       case '/health':
         return sendJson(response, 200, { status: 'healthy' });
@@ -287,14 +333,19 @@ async function handleHttp(module: EnvModule, settings: typeof SERVE_DEFAULTS & {
           }
           action = parseAction(data);
         }
-        // Stateless: a fresh instance for this request only (sessions live on /ws).
-        const session = new OpenEnvSession(module);
-        await session.open();
+        // Stateless: a fresh instance for this request only (sessions live on /ws), in a slot of the shared limit.
+        const session = capacity.take();
+        if (!session) {
+          response.setHeader('retry-after', '1');
+          return sendJson(response, 503, { detail: capacity.refusal(), code: 'CAPACITY_REACHED' });
+        }
         try {
+          await session.open();
           const first = await session.reset(reset);
           return sendJson(response, 200, action === null ? first : await session.step(action));
         } finally {
           await session.close();
+          capacity.release(session);
         }
       }
     }

@@ -16,6 +16,7 @@ interface ServeFlags {
   idleTimeout: number;
   stepTimeout: number;
   maxMessageBytes: number;
+  allowOrigin: string[];
 }
 
 export function registerServe(program: Command): void {
@@ -25,10 +26,11 @@ export function registerServe(program: Command): void {
     .requiredOption('--env <id|file>', `a built-in environment (${[...BUILTIN_ENVIRONMENTS.keys()].join(', ')}) or a custom environment's .js/.mjs/.ts file`)
     .option('--port <n>', 'TCP port (0 picks a free one)', parseWholeNumber, SERVE_DEFAULTS.port)
     .option('--host <address>', 'address to listen on (0.0.0.0 for every interface, e.g. in a container)', SERVE_DEFAULTS.host)
-    .option('--max-sessions <n>', 'concurrent WebSocket sessions, one environment instance each', parseWholeNumber, SERVE_DEFAULTS.maxSessions)
+    .option('--max-sessions <n>', 'environment instances alive at once: WebSocket sessions and HTTP /reset and /step requests together (one more is refused: CAPACITY_REACHED, HTTP 503)', parseWholeNumber, SERVE_DEFAULTS.maxSessions)
     .option('--idle-timeout <s>', 'close a session after this many seconds without a message (0: never)', parseWholeNumber, SERVE_DEFAULTS.idleTimeoutMs / 1000)
     .option('--step-timeout <ms>', 'time limit of each environment call; past it the session gets EXECUTION_ERROR', parseWholeNumber, 5000)
     .option('--max-message-bytes <n>', 'largest message or request body accepted', parseWholeNumber, SERVE_DEFAULTS.maxMessageBytes)
+    .option('--allow-origin <origin>', "a web page's origin (e.g. http://localhost:5173) whose requests are accepted, or '*' for any; repeat for more. Requests from other pages are refused (403); trainers and curl send no Origin and pass", (origin: string, previous: string[]) => [...previous, origin], [] as string[])
     .action(async (flags: ServeFlags) => {
       if (flags.port > 65535) throw new Error(`--port must be at most 65535, got ${flags.port}`);
       if (flags.maxSessions < 1) throw new Error('--max-sessions must be at least 1');
@@ -43,6 +45,7 @@ export function registerServe(program: Command): void {
           maxSessions: flags.maxSessions,
           idleTimeoutMs: flags.idleTimeout * 1000,
           maxMessageBytes: flags.maxMessageBytes,
+          allowOrigins: flags.allowOrigin,
           version,
         });
       } catch (error) {
