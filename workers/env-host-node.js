@@ -30,11 +30,23 @@ async function importModule(request) {
 
 /** @type {number} */
 const memoryLimitBytes = workerData?.memoryLimitBytes ?? Infinity;
-// A worker cannot be started with --expose-gc. The flag is process-wide: set only while one
-// context that has gc() is made.
-setFlagsFromString('--expose-gc');
-const collectGarbage = /** @type {() => void} */ (runInNewContext('gc'));
-setFlagsFromString('--no-expose-gc');
+/** @type {(() => void) | null} */
+let gcFunction = null;
+/**
+ * Runs a full garbage collection. A worker cannot be started with --expose-gc, so gc() is taken
+ * from a context made while the flag is set. The flag is process-wide and other workers clear it
+ * again, so a context made meanwhile may lack gc(): taking it is tried again.
+ */
+function collectGarbage() {
+  for (let attempt = 0; gcFunction === null && attempt < 100; attempt++) {
+    setFlagsFromString('--expose-gc');
+    const found = runInNewContext('typeof gc === "function" ? gc : null');
+    setFlagsFromString('--no-expose-gc');
+    gcFunction = found;
+  }
+  if (gcFunction === null) throw new Error('could not run a garbage collection to measure the memory the environment holds');
+  gcFunction();
+}
 
 function heldBytes() {
   const { heapUsed, external } = process.memoryUsage(); // external includes the ArrayBuffers
