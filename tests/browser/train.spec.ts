@@ -289,7 +289,7 @@ test('a share link restores the setup in a fresh browser; a cut-short link says 
   for (const target of ['gate_proj', 'up_proj', 'down_proj']) await page.getByLabel(target).uncheck();
   await page.getByRole('button', { name: 'Share setup' }).click();
   const link = await page.getByLabel('Share link').inputValue();
-  expect(link).toContain('#x=');
+  expect(link).toContain('#s=');
 
   const fresh = await browser.newContext();
   const other = await fresh.newPage();
