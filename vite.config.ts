@@ -1,6 +1,6 @@
-import { createReadStream, existsSync, statSync } from 'node:fs';
+import { createReadStream, existsSync, readdirSync, statSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { extname, resolve, sep } from 'node:path';
+import { extname, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { svelte } from '@sveltejs/vite-plugin-svelte';
 import { defineConfig, type Connect, type Plugin } from 'vite';
@@ -8,6 +8,22 @@ import { defineConfig, type Connect, type Plugin } from 'vite';
 /** Reference models that are not ours to redistribute live beside the clone, never inside it. */
 const FIXTURES_DIR = fileURLToPath(new URL('../shared/fixtures', import.meta.url));
 const FIXTURES_PREFIX = '/fixtures/';
+
+/** The embedded default model, shipped in public/ (scripts/default-model/make.ts writes it). */
+const EMBEDDED_MODEL_DIR = fileURLToPath(new URL('./public/models/rlplay-agent-mini', import.meta.url));
+
+/**
+ * The embedded model's files, '/'-separated, given to the app as __EMBEDDED_MODEL_FILES__: the
+ * page then knows the folder is there, and which optional files it lacks, without a request for
+ * each (a static host logs every 404 as a console error).
+ */
+function embeddedModelFiles(): string[] {
+  if (!existsSync(EMBEDDED_MODEL_DIR)) return [];
+  return readdirSync(EMBEDDED_MODEL_DIR, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => relative(EMBEDDED_MODEL_DIR, resolve(entry.parentPath, entry.name)).split(sep).join('/'))
+    .sort();
+}
 
 const CONTENT_TYPES: Record<string, string> = {
   '.json': 'application/json',
@@ -63,6 +79,7 @@ function fixtures(): Plugin {
 
 export default defineConfig({
   plugins: [svelte({ configFile: false }), fixtures()],
+  define: { __EMBEDDED_MODEL_FILES__: JSON.stringify(embeddedModelFiles()) },
   server: {
     host: '127.0.0.1',
     // Playwright's server: a source edited during a test run must not reload the page under a test.

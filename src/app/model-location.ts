@@ -5,7 +5,7 @@
 // Hub settings: `?hub=URL` points Hub ids at a mirror (as HF_ENDPOINT does for the CLI); a token
 // for gated repositories is kept in this tab's sessionStorage only — never in runs or share links.
 import { CURATED_MODELS, formatParameterCount, HUB_PREFIX, isHubId } from '../engine/model/hub.ts';
-import { FOLDER_PREFIX, isFolderLocation, openBrowserModelSource, type BrowserSourceOptions, type PickedFolder } from '../engine/model/source-browser.ts';
+import { folderKey, FOLDER_PREFIX, isFolderLocation, openBrowserModelSource, type BrowserSourceOptions, type PickedFolder } from '../engine/model/source-browser.ts';
 import type { ModelRef } from './training/protocol.ts';
 import { parseModelConfig } from '../engine/model/config.ts';
 import { readJsonFile } from '../engine/model/source.ts';
@@ -47,7 +47,12 @@ export function setHubToken(token: string): void {
 /** What opening a location needs besides its name: the Hub settings and the picked folders. */
 export function sourceOptions(): BrowserSourceOptions {
   const endpoint = new URLSearchParams(location.search).get('hub') ?? undefined;
-  return { hub: { endpoint, token: hubToken() || undefined }, folders: pickedFolders };
+  return { hub: { endpoint, token: hubToken() || undefined }, folders: pickedFolders, listings: shippedListings() };
+}
+
+/** The files of the folders shipped with the app, keyed by their absolute URL (see folderKey). */
+function shippedListings(): Record<string, readonly string[]> {
+  return __EMBEDDED_MODEL_FILES__.length > 0 ? { [folderKey(resolveModelLocation(DEFAULT_MODEL_URL))]: __EMBEDDED_MODEL_FILES__ } : {};
 }
 
 /** Hub ids and picked folders as written; folder URLs made absolute (relative ones resolve against the page). */
@@ -72,9 +77,14 @@ async function hasModel(url: string): Promise<boolean> {
   }
 }
 
-/** The local folders this server has: the embedded default, then the fixture (dev server only). */
+/**
+ * The local folders this server has: the embedded default, known from the build, then the fixture,
+ * which only the dev server has (vite.config.ts serves ../shared/fixtures), so the built app never
+ * asks for it.
+ */
 export async function localChoices(): Promise<ModelChoice[]> {
-  const [embedded, fixture] = await Promise.all([hasModel(DEFAULT_MODEL_URL), hasModel(FIXTURE_URL)]);
+  const embedded = __EMBEDDED_MODEL_FILES__.includes('config.json');
+  const fixture = import.meta.env.DEV && (await hasModel(FIXTURE_URL));
   return [
     ...(embedded ? [{ location: DEFAULT_MODEL_URL, label: 'rlplay-agent-mini (embedded default, no download)' }] : []),
     ...(fixture ? [{ location: FIXTURE_URL, label: 'stories260K (test fixture)' }] : []),
@@ -91,9 +101,9 @@ export async function defaultModelLocation(): Promise<string> {
 /** A location with what the training Worker needs to open it (only the picked folder it names travels). */
 export function modelRef(text: string): ModelRef {
   const location = resolveModelLocation(text);
-  const { hub, folders } = sourceOptions();
+  const { hub, folders, listings } = sourceOptions();
   const picked = isFolderLocation(location) ? folders?.get(location.slice(FOLDER_PREFIX.length)) : undefined;
-  return { location, options: { hub, ...(picked ? { folders: new Map([[picked.name, picked]]) } : {}) } };
+  return { location, options: { hub, listings, ...(picked ? { folders: new Map([[picked.name, picked]]) } : {}) } };
 }
 
 const tokenizers = new Map<string, Promise<Tokenizer>>();

@@ -1,5 +1,6 @@
 // A minimal static file server on 127.0.0.1 (a free port) for tests that load over http(s):
-// GET and HEAD, Content-Length, 404 for anything that is not a file, CORS open to every origin.
+// GET and HEAD, Content-Length, a folder's index.html for the folder, 404 for anything else that is
+// not a file (no SPA fallback, as on a plain static host), CORS open to every origin.
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { createServer } from 'node:http';
@@ -15,6 +16,8 @@ export interface StaticServer {
 const CONTENT_TYPES: Record<string, string> = {
   '.json': 'application/json',
   '.html': 'text/html; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.svg': 'image/svg+xml',
   '.js': 'text/javascript',
   '.mjs': 'text/javascript',
   '.wasm': 'application/wasm',
@@ -26,7 +29,8 @@ export async function serveFolder(folder: string): Promise<StaticServer> {
   const root = resolve(folder);
   const server = createServer(async (request, response) => {
     response.setHeader('Access-Control-Allow-Origin', '*');
-    const path = resolve(join(root, safeDecode(new URL(request.url ?? '/', 'http://x').pathname)));
+    const pathname = safeDecode(new URL(request.url ?? '/', 'http://x').pathname);
+    const path = resolve(join(root, pathname.endsWith('/') ? `${pathname}index.html` : pathname));
     const isFile = path.startsWith(root + sep) && (await stat(path).catch(() => null))?.isFile();
     if (request.method !== 'GET' && request.method !== 'HEAD') {
       response.writeHead(405).end();

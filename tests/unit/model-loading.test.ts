@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { readFile, rm, truncate, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rm, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -370,9 +370,31 @@ describe('HttpModelSource', () => {
 
   it('does not take an HTML fallback page for a model file', async () => {
     const page = () => new Response('<!doctype html>', { headers: { 'content-type': 'text/html' } });
-    const source = new HttpModelSource('https://example.test/model', async () => page());
+    const source = new HttpModelSource('https://example.test/model', { fetch: async () => page() });
     expect(await source.exists('model.safetensors')).toBe(false);
     await loadError(source.readBytes('model.safetensors'), 'answered with an HTML page instead of model.safetensors');
+  });
+
+  it('answers exists() from a known file list without a request, and still reads the files', async () => {
+    const folder = await tinyFolder();
+    const server = await serveFolder(folder.dir);
+    try {
+      const requested: string[] = [];
+      const fetchLogged: typeof fetch = (input, init) => {
+        requested.push(`${init?.method ?? 'GET'} ${String(input)}`);
+        return fetch(input, init);
+      };
+      const files = await readdir(folder.dir);
+      const source = new HttpModelSource(server.url, { fetch: fetchLogged, files });
+      expect(await source.exists('chat_template.jinja')).toBe(false);
+      expect(await source.exists('config.json')).toBe(true);
+      expect(requested).toEqual([]);
+      const model = await loadModelFiles(source);
+      expect(model.config.numLayers).toBeGreaterThan(0);
+      expect(requested.every((line) => line.startsWith('GET '))).toBe(true);
+    } finally {
+      await server.close();
+    }
   });
 
   it('joins URLs', () => {

@@ -28,6 +28,8 @@ export interface BrowserSourceOptions {
   hub?: HubSettings;
   /** The folders picked in this page, by name. */
   folders?: ReadonlyMap<string, PickedFolder>;
+  /** The files of folder URLs known up front (the folders shipped with the app), by URL. */
+  listings?: Readonly<Record<string, readonly string[]>>;
 }
 
 export function isFolderLocation(location: string): boolean {
@@ -45,7 +47,12 @@ export function openBrowserModelSource(location: string, options: BrowserSourceO
     }
     return new BlobModelSource(folder);
   }
-  return new HttpModelSource(location);
+  return new HttpModelSource(location, { files: options.listings?.[folderKey(location)] });
+}
+
+/** A folder URL as `listings` keys it: without trailing slashes. */
+export function folderKey(url: string): string {
+  return url.replace(/\/+$/, '');
 }
 
 /**

@@ -45,17 +45,29 @@ function lineAndColumn(text: string, offset: number): string {
 // index.html and status 200. Both values are CORS-safelisted, so cross-origin requests stay simple.
 const ACCEPT = { Accept: 'application/octet-stream, application/json' };
 
+export interface HttpModelSourceOptions {
+  fetch?: typeof fetch;
+  /**
+   * The folder's files, when known up front (a folder shipped with the app): exists() answers
+   * from the list, so looking up an optional file the folder lacks sends no request, and a static
+   * host logs no 404 for it.
+   */
+  files?: readonly string[];
+}
+
 export class HttpModelSource implements ModelSource {
   readonly location: string;
+  private readonly fetchImpl: typeof fetch;
+  private readonly files: ReadonlySet<string> | null;
 
-  constructor(
-    baseUrl: string,
-    private readonly fetchImpl: typeof fetch = (input, init) => fetch(input, init),
-  ) {
+  constructor(baseUrl: string, options: HttpModelSourceOptions = {}) {
     this.location = baseUrl.replace(/\/+$/, '');
+    this.fetchImpl = options.fetch ?? ((input, init) => fetch(input, init));
+    this.files = options.files ? new Set(options.files) : null;
   }
 
   async exists(file: string): Promise<boolean> {
+    if (this.files) return this.files.has(file);
     const url = joinUrl(this.location, file);
     let response = await this.request(url, file, 'HEAD');
     if (response.status === 405 || response.status === 501) {
