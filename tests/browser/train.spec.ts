@@ -313,3 +313,29 @@ test('a share link restores the setup in a fresh browser; a cut-short link says 
   await expect(other.getByTestId('share-error')).toContainText('damaged or cut short');
   await fresh.close();
 });
+
+test('"Open setup file" fills the form from a setup file; a bad file names the problem and changes nothing', async ({ page }) => {
+  await page.goto('/?model=/fixtures/stories260K/');
+  await expect(page.getByTestId('adapter')).toBeVisible();
+  const environment = page.getByLabel('Environment', { exact: true });
+  await expect(environment).toHaveValue('tool-use');
+  const setupInput = page.getByTestId('setup-input');
+
+  await setupInput.setInputFiles({ name: 'rlplay-experiment.json', mimeType: 'application/json', buffer: Buffer.from('{"v": 1, "model": "/fixtures/stories260K/"') });
+  await expect(page.getByTestId('train-error')).toContainText('rlplay-experiment.json is not a setup file: it is not valid JSON');
+  await expect(page.getByTestId('train-error')).toContainText('Your current setup is unchanged.');
+  await expect(environment).toHaveValue('tool-use');
+
+  // The file Share setup downloads for a setup too long for a link (share.ts setupJson).
+  const setup = { v: 1, defaults: 2, model: '/fixtures/stories260K/', env: 'reasoning', mode: 'choice', algo: 'grpo', algorithm: { groupSize: 6 }, episodes: 40, seed: 9, loraR: 4, loraAlpha: 32 };
+  await setupInput.setInputFiles({ name: 'rlplay-experiment.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(setup, null, 2)) });
+  await expect(page.getByTestId('share-restored')).toContainText('the setup file rlplay-experiment.json');
+  await expect(page.getByTestId('train-error')).toHaveCount(0);
+  await expect(environment).toHaveValue('reasoning');
+  await expect(page.getByLabel('Algorithm')).toHaveValue('grpo');
+  await expect(page.getByLabel('Episodes', { exact: true })).toHaveValue('40');
+  await expect(page.locator('#train-seed')).toHaveValue('9');
+  await page.getByText('GRPO settings').click();
+  await expect(page.getByLabel('groupSize')).toHaveValue('6');
+  await expect(page.getByLabel('LoRA alpha')).toHaveValue('32');
+});
