@@ -8,7 +8,8 @@
 // of the built-in environments and a value head that starts at 0, that keeps the first steps sane.
 import { normalizeAdvantages } from './advantages.ts';
 import { episodeMetrics, episodeSeeds, gaeItems, lossMetrics, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
-import { annealLearningRateSetting, defaultsOf, entropyCoefSetting, episodesPerUpdateSetting, gaeLambdaSetting, gammaSetting, learningRateSetting, normalizeAdvantagesSetting, valueCoefSetting, type SettingsOf, type SettingsSchema } from './settings.ts';
+import { defaultsOf, type SettingsOf, type SettingsSchema } from '../common/settings.ts';
+import { annealLearningRateSetting, entropyCoefSetting, episodesPerUpdateSetting, gaeLambdaSetting, gammaSetting, learningRateSetting, normalizeAdvantagesSetting, valueCoefSetting } from './settings.ts';
 
 export const A2C_SETTINGS = {
   episodesPerUpdate: episodesPerUpdateSetting(8),

@@ -4,7 +4,8 @@
 // episodes ('successes': filtered BC, for environments without an expert). With the expert, the
 // states come from the expert's own episodes (no DAgger-style relabelling).
 import { episodeMetrics, episodeSeeds, lossMetrics, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
-import { annealLearningRateSetting, defaultsOf, enumSetting, episodesPerUpdateSetting, learningRateSetting, type SettingsOf, type SettingsSchema } from './settings.ts';
+import { defaultsOf, enumSetting, type SettingsOf, type SettingsSchema } from '../common/settings.ts';
+import { annealLearningRateSetting, episodesPerUpdateSetting, learningRateSetting } from './settings.ts';
 
 export const BC_SETTINGS = {
   source: enumSetting('expert', ['expert', 'successes'], 'Imitate the scripted expert (every built-in has one; a custom environment needs expertAction()), or the run’s own successful episodes.'),

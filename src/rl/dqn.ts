@@ -17,7 +17,8 @@ import type { TrainBatch } from '../engine/train/batch.ts';
 import type { Trainer } from '../engine/train/trainer.ts';
 import type { Model } from '../engine/model.ts';
 import { episodeMetrics, episodeSeeds, lossMetrics, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
-import { annealLearningRateSetting, defaultsOf, episodesPerUpdateSetting, gammaSetting, integerSetting, learningRateSetting, numberSetting, type SettingsOf, type SettingsSchema } from './settings.ts';
+import { defaultsOf, integerSetting, numberSetting, type SettingsOf, type SettingsSchema } from '../common/settings.ts';
+import { annealLearningRateSetting, episodesPerUpdateSetting, gammaSetting, learningRateSetting } from './settings.ts';
 import { epsilonGreedy, linearSchedule, ReplayBuffer, tdTargets } from './td.ts';
 
 export const DQN_SETTINGS = {

@@ -9,7 +9,8 @@
 // One optimiser step per update, on-policy, so PPO's ratio clipping is the identity and is left out.
 import { episodeMetrics, lossMetrics, referenceKlPerEpisode, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
 import { groupAdvantages } from './group-advantages.ts';
-import { annealLearningRateSetting, booleanSetting, defaultsOf, integerSetting, learningRateSetting, numberSetting, type SettingsOf, type SettingsSchema } from './settings.ts';
+import { booleanSetting, defaultsOf, integerSetting, numberSetting, type SettingsOf, type SettingsSchema } from '../common/settings.ts';
+import { annealLearningRateSetting, learningRateSetting } from './settings.ts';
 
 export const GRPO_SETTINGS = {
   groupsPerUpdate: integerSetting(2, 'Groups played per update; each group shares one task (reset seed).', { min: 1, unit: 'groups' }),

@@ -6,7 +6,7 @@ import { dqn, DQN_DEFAULTS, DQN_SETTINGS } from './dqn.ts';
 import { grpo, GRPO_DEFAULTS, GRPO_SETTINGS } from './grpo.ts';
 import { ppo, PPO_DEFAULTS, PPO_SETTINGS } from './ppo.ts';
 import { reinforce, REINFORCE_DEFAULTS, REINFORCE_SETTINGS } from './reinforce.ts';
-import { checkSettings, closestName, SettingError, type SettingsSchema } from './settings.ts';
+import { checkSettings, closestName, SettingError, type SettingsSchema } from '../common/settings.ts';
 
 export { ALGORITHMS, type AlgorithmName } from './algorithm.ts';
 

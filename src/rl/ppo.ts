@@ -18,10 +18,8 @@
 import { mulberry32 } from '../common/random.ts';
 import { normalizeAdvantages } from './advantages.ts';
 import { episodeMetrics, episodeSeeds, gaeItems, lossMetrics, referenceKlPerEpisode, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
-import {
-  annealLearningRateSetting, defaultsOf, entropyCoefSetting, episodesPerUpdateSetting, gaeLambdaSetting, gammaSetting, integerSetting, learningRateSetting,
-  normalizeAdvantagesSetting, numberSetting, optionalNumberSetting, valueCoefSetting, type SettingsOf, type SettingsSchema,
-} from './settings.ts';
+import { defaultsOf, integerSetting, numberSetting, optionalNumberSetting, type SettingsOf, type SettingsSchema } from '../common/settings.ts';
+import { annealLearningRateSetting, entropyCoefSetting, episodesPerUpdateSetting, gaeLambdaSetting, gammaSetting, learningRateSetting, normalizeAdvantagesSetting, valueCoefSetting } from './settings.ts';
 
 export const PPO_SETTINGS = {
   episodesPerUpdate: episodesPerUpdateSetting(8),

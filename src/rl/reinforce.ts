@@ -7,7 +7,8 @@
 import type { PolicyStep, UpdateItem } from '../agent/policy.ts';
 import { discountedReturns, normalizeAdvantages, RunningMean } from './advantages.ts';
 import { episodeMetrics, episodeSeeds, lossMetrics, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
-import { annealLearningRateSetting, defaultsOf, episodesPerUpdateSetting, gammaSetting, learningRateSetting, normalizeAdvantagesSetting, numberSetting, type SettingsOf, type SettingsSchema } from './settings.ts';
+import { defaultsOf, numberSetting, type SettingsOf, type SettingsSchema } from '../common/settings.ts';
+import { annealLearningRateSetting, episodesPerUpdateSetting, gammaSetting, learningRateSetting, normalizeAdvantagesSetting } from './settings.ts';
 
 export const REINFORCE_SETTINGS = {
   episodesPerUpdate: episodesPerUpdateSetting(8),

@@ -21,7 +21,7 @@ import type { EnvModule } from '../env/types.ts';
 import { StoreError, type StepInput, type TrajectoryStore } from '../store/types.ts';
 import { DEFAULTS_VERSION, makeAlgorithm, settingsAsOf, type AlgorithmName } from './index.ts';
 import type { Algorithm } from './algorithm.ts';
-import { booleanSetting, checkSettings, defaultsOf, enumSetting, integerSetting, numberSetting, type SettingsSchema } from './settings.ts';
+import { booleanSetting, checkSettings, defaultsOf, enumSetting, integerSetting, numberSetting, type SettingsSchema } from '../common/settings.ts';
 
 /** Everything that defines a run (stored with it, JSON). */
 export interface TrainConfig {

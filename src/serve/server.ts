@@ -6,6 +6,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { checkSettings } from '../common/settings.ts';
 import type { EnvModule } from '../env/types.ts';
 import {
   ACTION_SCHEMA,
@@ -20,30 +21,14 @@ import {
   STATE_SCHEMA,
   type OutgoingMessage,
 } from './openenv.ts';
+import { SERVE_DEFAULTS, SERVE_SETTINGS, type ServeSettings } from './settings.ts';
 
-export interface ServeOptions {
-  /** Default 8000 (as OpenEnv spaces expect); 0 picks a free port. */
-  port?: number;
-  /** Default 127.0.0.1; 0.0.0.0 to accept connections from other machines (e.g. in a container). */
-  host?: string;
-  /** Environment instances alive at once: WebSocket sessions and HTTP /reset and /step requests together; one more is refused (CAPACITY_REACHED, HTTP 503). Default 256. */
-  maxSessions?: number;
-  /**
-   * Browser origins allowed besides the server's own (e.g. http://localhost:5173), or '*' for any.
-   * A request or WebSocket upgrade with another Origin header is refused (403): a web page the
-   * user visits could otherwise drive a server on 127.0.0.1. Requests without Origin (trainers,
-   * curl) are not browser requests and pass. Default none.
-   */
-  allowOrigins?: string[];
-  /** A session with no message for this long is closed. Default 10 minutes; 0 for never. */
-  idleTimeoutMs?: number;
-  /** Largest message (WebSocket) or request body (HTTP) answered normally; larger ones get VALIDATION_ERROR (HTTP 413). Default 1 MiB. */
-  maxMessageBytes?: number;
-  /** rlplay's version, for /metadata and /openapi.json. */
-  version: string;
-}
-
-export const SERVE_DEFAULTS = { port: 8000, host: '127.0.0.1', maxSessions: 256, idleTimeoutMs: 600_000, maxMessageBytes: 1 << 20, allowOrigins: [] as string[] };
+/**
+ * The settings (SERVE_SETTINGS: each one's meaning, default and range) to change, and rlplay's
+ * version for /metadata and /openapi.json. stepTimeout applies where the environment is loaded
+ * (resolveEnvironment); the server only checks it.
+ */
+export type ServeOptions = Partial<ServeSettings> & { version: string };
 
 /** WebSocket close codes: normal, and the application codes for a refused or idle session. */
 const CLOSE_NORMAL = 1000;
@@ -62,7 +47,9 @@ export interface OpenEnvServer {
 
 /** Serves `module` until close(); fails if the port cannot be bound (with the port in the message). */
 export async function serveOpenEnv(module: EnvModule, options: ServeOptions): Promise<OpenEnvServer> {
-  const settings = { ...SERVE_DEFAULTS, ...withoutUndefined(options), version: options.version };
+  const { version, ...overrides } = options;
+  checkSettings('rlplay serve', SERVE_SETTINGS, withoutUndefined(overrides));
+  const settings = { ...SERVE_DEFAULTS, ...withoutUndefined(overrides), version };
   const sessions = new Set<OpenEnvSession>();
   const sockets = new Set<WebSocket>();
   /** Each connection's handling, until its instance is closed: close() waits for all of them. */
@@ -81,7 +68,7 @@ export async function serveOpenEnv(module: EnvModule, options: ServeOptions): Pr
   };
   let ownOrigins: string[] = [];
   const originAllowed = (origin: string | undefined) =>
-    origin === undefined || settings.allowOrigins.includes('*') || settings.allowOrigins.includes(origin) || ownOrigins.includes(origin);
+    origin === undefined || settings.allowOrigin.includes('*') || settings.allowOrigin.includes(origin) || ownOrigins.includes(origin);
   const originRefusal = (origin: string) => `requests from the web page ${origin} are refused: start rlplay serve with --allow-origin ${origin} to allow them`;
 
   const http = createServer((request, response) => {
@@ -130,12 +117,12 @@ export async function serveOpenEnv(module: EnvModule, options: ServeOptions): Pr
     }
     let idleTimer: NodeJS.Timeout | undefined;
     const touch = () => {
-      if (settings.idleTimeoutMs <= 0) return;
+      if (settings.idleTimeout <= 0) return;
       clearTimeout(idleTimer);
       idleTimer = setTimeout(() => {
-        send(errorMessage('SESSION_ERROR', `the session was idle for ${settings.idleTimeoutMs / 1000} s and is closed; open a new connection`));
+        send(errorMessage('SESSION_ERROR', `the session was idle for ${settings.idleTimeout} s and is closed; open a new connection`));
         ws.close(CLOSE_IDLE, 'idle timeout');
-      }, settings.idleTimeoutMs);
+      }, settings.idleTimeout * 1000);
     };
     const ended = new Promise<void>((resolve) => ws.on('close', () => resolve()));
     // Messages that arrive while the instance is being made wait for it.
@@ -289,7 +276,7 @@ function checkJsonContentType(request: IncomingMessage): void {
   if (mime !== 'application/json') throw new HttpError(415, `the request body is ${mime || 'untyped'}, but rlplay serve takes JSON: send it with Content-Type: application/json`);
 }
 
-async function handleHttp(module: EnvModule, settings: typeof SERVE_DEFAULTS & { version: string }, capacity: Capacity, request: IncomingMessage, response: ServerResponse): Promise<void> {
+async function handleHttp(module: EnvModule, settings: ServeSettings & { version: string }, capacity: Capacity, request: IncomingMessage, response: ServerResponse): Promise<void> {
   const path = new URL(request.url ?? '/', 'http://x').pathname;
   const method = ROUTES[path];
   if (!method) return sendJson(response, 404, { detail: 'Not Found' });

@@ -4,7 +4,7 @@
 import { describe, expect, test } from 'vitest';
 import { ALGORITHM_DEFAULTS, ALGORITHM_SETTINGS, ALGORITHMS, checkAlgorithmSettings, makeAlgorithm, type AlgorithmName } from '../../src/rl/index.ts';
 import { RUN_SETTINGS, TRAIN_DEFAULTS } from '../../src/rl/run.ts';
-import { checkSettings, type Setting, type SettingsSchema } from '../../src/rl/settings.ts';
+import { checkSettings, type Setting, type SettingsSchema } from '../../src/common/settings.ts';
 import { SETTING_CHOICES, SETTING_HELP } from '../../src/app/hyperparameters.ts';
 
 /** Values at and just past a setting's edges: those it must accept and those it must refuse. */

@@ -6,6 +6,7 @@ import WebSocket from 'ws';
 import { afterEach, describe, expect, test } from 'vitest';
 import type { EnvModule } from '../../src/env/types.ts';
 import { serveOpenEnv, type OpenEnvServer } from '../../src/serve/server.ts';
+import { rlplay } from '../support/cli.ts';
 
 /** An environment whose reset waits until `release()`, counting the instances alive. */
 function gatedEnvironment() {
@@ -42,11 +43,24 @@ afterEach(async () => {
 
 const json = { 'content-type': 'application/json' };
 
+describe('rlplay serve settings', () => {
+  test('a value out of range is refused with what is allowed, by serveOpenEnv and by the command line; --help shows every setting', async () => {
+    const { module } = gatedEnvironment();
+    await expect(serveOpenEnv(module, { port: 0, version: 'test', maxSessions: 0 })).rejects.toThrow('rlplay serve setting maxSessions must be an integer ≥ 1 (got 0): set maxSessions=1 or more');
+    const refused = await rlplay('serve', '--env', 'tool-use', '--max-message-bytes', '10');
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain("option '--max-message-bytes <n>' argument '10' is invalid. it must be an integer ≥ 1024.");
+    const help = await rlplay('serve', '--help');
+    for (const flag of ['--port <n>', '--host <address>', '--max-sessions <n>', '--idle-timeout <s>', '--step-timeout <ms>', '--max-message-bytes <n>', '--allow-origin <origin>']) expect(help.stdout).toContain(flag);
+    expect(help.stdout).toContain('(default: 256)');
+  });
+});
+
 describe('rlplay serve access', () => {
   test('a request or WebSocket from a foreign web page is refused with 403 naming --allow-origin; no Origin, the own origin and allowed ones pass', async () => {
     const { module, release } = gatedEnvironment();
     release();
-    server = await serveOpenEnv(module, { port: 0, version: 'test', allowOrigins: ['http://localhost:5173'] });
+    server = await serveOpenEnv(module, { port: 0, version: 'test', allowOrigin: ['http://localhost:5173'] });
     const foreign = await fetch(`${server.url}/reset`, { method: 'POST', headers: { ...json, origin: 'https://evil.example' }, body: '{}' });
     expect(foreign.status).toBe(403);
     expect((await foreign.json()).detail).toContain('--allow-origin https://evil.example');
@@ -68,7 +82,7 @@ describe('rlplay serve access', () => {
   test("'*' allows every origin", async () => {
     const { module, release } = gatedEnvironment();
     release();
-    server = await serveOpenEnv(module, { port: 0, version: 'test', allowOrigins: ['*'] });
+    server = await serveOpenEnv(module, { port: 0, version: 'test', allowOrigin: ['*'] });
     expect((await fetch(`${server.url}/reset`, { method: 'POST', headers: { ...json, origin: 'https://any.example' }, body: '{}' })).status).toBe(200);
   });
 

@@ -156,7 +156,7 @@ describe('errors on the session channel', () => {
   });
 
   test('an idle session is closed with SESSION_ERROR', async () => {
-    const { server, stop } = await serve('tool-use', { idleTimeoutMs: 300 });
+    const { server, stop } = await serve('tool-use', { idleTimeout: 0.3 });
     try {
       const client = await GenericEnvClient.connect(server.url);
       await client.reset({ seed: 1 });

@@ -16,7 +16,7 @@ import type { EnvModule } from '../../env/types.ts';
 import { ALGORITHM_SETTINGS, ALGORITHMS, checkAlgorithmSettings, type AlgorithmName } from '../../rl/index.ts';
 import { checkSomethingPlayed, describeChange, describeFailures, evaluatePolicy, pairedChange, type EvaluationReport } from '../../rl/evaluate.ts';
 import { checkRequestedEpisodes, importAdapterRun, TRAIN_DEFAULTS, trainRun, type TrainConfig } from '../../rl/run.ts';
-import { describeAllowed } from '../../rl/settings.ts';
+import { describeAllowed } from '../../common/settings.ts';
 import { FileTrajectoryStore } from '../../store/files.ts';
 import { actingSettings, addAgentOptions, checkAgentFlags, loadEnvironment, type AgentFlags } from '../agent-options.ts';
 import { DEFAULT_MODEL_DIR, loadModelForCli, MODEL_HELP } from '../load.ts';
