@@ -74,13 +74,17 @@ export function gaeItems(episodes: readonly PlayedEpisode[], options: GaeOptions
   });
 }
 
-/** The figures every update reports about its episodes. */
+/**
+ * The figures every update reports about its episodes. Return and length are over the episodes
+ * played to the end; the success rate counts a failed episode (one the environment or the policy
+ * broke) as a failure, as evaluation does, so that breaking episodes never raises it.
+ */
 export function episodeMetrics(episodes: readonly PlayedEpisode[]): Record<string, number> {
   const ok = usable([...episodes]);
   const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
   return {
     'charts/episodic_return': mean(ok.map((e) => e.totalReward)),
-    'charts/success_rate': mean(ok.map((e) => (e.success ? 1 : 0))),
+    'charts/success_rate': episodes.length ? ok.filter((e) => e.success).length / episodes.length : NaN,
     'charts/episodic_length': mean(ok.map((e) => e.steps.length)),
     'charts/failed_episodes': episodes.length - ok.length,
   };
