@@ -92,6 +92,14 @@ const HARNESS = `(function () {
   };
 })()`;
 
+/** Throws, naming `owner`, the value and the allowed range, when `limits` cannot be kept. */
+export function checkSandboxLimits(limits: SandboxLimits, owner: string): void {
+  if (!(limits.memoryBytes >= SANDBOX_MIN_MEMORY_BYTES && limits.memoryBytes <= SANDBOX_MAX_MEMORY_BYTES)) {
+    throw new Error(`${owner}: memoryBytes ${limits.memoryBytes} is out of range; give ${formatBytes(SANDBOX_MIN_MEMORY_BYTES)} (the interpreter's own ${formatBytes(INITIAL_MEMORY_BYTES)} and room to grow) to ${formatBytes(SANDBOX_MAX_MEMORY_BYTES)}`);
+  }
+  if (!(limits.timeMs > 0 && Number.isFinite(limits.timeMs))) throw new Error(`${owner}: timeMs ${limits.timeMs} is out of range; give a time limit in milliseconds above 0, e.g. 250`);
+}
+
 /**
  * Runs `code` in a fresh QuickJS context and calls its function on every test. Never throws for
  * anything the code does: syntax errors, thrown errors, timeouts and memory exhaustion are reported.
@@ -99,9 +107,7 @@ const HARNESS = `(function () {
 export async function runInSandbox(code: string, tests: readonly SandboxTest[], limits: SandboxLimits, options: SandboxOptions = {}): Promise<SandboxResult> {
   const functionName = options.functionName ?? 'solve';
   if (!/^[A-Za-z_$][\w$]*$/.test(functionName)) throw new Error(`runInSandbox: bad function name ${JSON.stringify(functionName)}`);
-  if (!(limits.memoryBytes >= SANDBOX_MIN_MEMORY_BYTES && limits.memoryBytes <= SANDBOX_MAX_MEMORY_BYTES)) {
-    throw new Error(`runInSandbox: memoryBytes ${limits.memoryBytes} is out of range; give ${formatBytes(SANDBOX_MIN_MEMORY_BYTES)} (the interpreter's own ${formatBytes(INITIAL_MEMORY_BYTES)} and room to grow) to ${formatBytes(SANDBOX_MAX_MEMORY_BYTES)}`);
-  }
+  checkSandboxLimits(limits, 'runInSandbox');
   const total = tests.length;
   const notRun = (error: string): SandboxTestResult[] => tests.map(() => ({ passed: false, status: 'not-run' as const, error }));
   const finish = (status: SandboxStatus, results: SandboxTestResult[], error?: string): SandboxResult => ({

@@ -170,6 +170,12 @@ describe('code extraction', () => {
 });
 
 describe('code-gen environment', () => {
+  test('limits it cannot keep are refused when the environment is made, not at the first submission', () => {
+    expect(() => codeGen.make({ limits: { memoryBytes: 8 << 20 } })).toThrow(/^code-gen option limits: memoryBytes 8388608 is out of range; give 24 MiB/);
+    expect(() => codeGen.make({ limits: { timeMs: 0 } })).toThrow('code-gen option limits: timeMs 0 is out of range');
+    expect(() => codeGen.make({ limits: { memoryBytes: 64 << 20, timeMs: 500 } })).not.toThrow();
+  });
+
   test('meets the built-in environment contract', async () => {
     await checkBuiltinEnvironment(codeGen);
   }, 120_000);

@@ -15,7 +15,7 @@
 // candidates, most of which look like the reference, leave a policy that has learned nothing about
 // a third of the episodes. (With three tries, and half the candidates broken on sight, a policy
 // that had only learned to avoid those solved every task.)
-import { runInSandbox, type SandboxLimits, type SandboxResult, type SandboxTest } from '../sandbox.ts';
+import { checkSandboxLimits, runInSandbox, type SandboxLimits, type SandboxResult, type SandboxTest } from '../sandbox.ts';
 import type { BuiltinEnvModule, Env, ExpertEnv, ResetOptions, ResetResult, Split, StepResult } from '../types.ts';
 import { hashString, mulberry32 } from '../../common/random.ts';
 import { instanceId } from './instance-id.ts';
@@ -620,8 +620,10 @@ const codeGen: BuiltinEnvModule = {
   description: 'Write a short JavaScript function that passes hidden unit tests, run in a QuickJS WebAssembly sandbox; up to two attempts with feedback.',
   maxEpisodeSteps: MAX_ATTEMPTS,
   make: (options?: Record<string, unknown>) => {
-    const limits = options?.limits as Partial<SandboxLimits> | undefined;
-    return new CodeGenEnv({ ...DEFAULT_LIMITS, ...(limits ?? {}) });
+    const limits: SandboxLimits = { ...DEFAULT_LIMITS, ...((options?.limits as Partial<SandboxLimits> | undefined) ?? {}) };
+    // Refused here, when the environment is made, not at the first submission.
+    checkSandboxLimits(limits, 'code-gen option limits');
+    return new CodeGenEnv(limits);
   },
 };
 
