@@ -10,7 +10,9 @@ import { BUILTIN_ENVIRONMENTS } from '../env/builtin/index.ts';
 import type { EnvModule, Split } from '../env/types.ts';
 import { RUN_SETTINGS, TRAIN_DEFAULTS, type TrainConfig } from '../rl/run.ts';
 import { resolveEnvironment, type ResolvedEnvironment } from '../env/resolve-node.ts';
+import { ENV_LIMIT_SETTINGS } from '../env/settings.ts';
 import { parseNumber, parseWholeNumber } from './parse.ts';
+import { addSettingOptions } from './setting-options.ts';
 
 export interface AgentFlags {
   env: string;
@@ -21,18 +23,19 @@ export interface AgentFlags {
   maxActionTokens: number;
   maxActions: number;
   stepTimeout: number;
+  maxMemoryMb: number;
 }
 
 export function addAgentOptions(command: Command): Command {
-  return command
+  command
     .requiredOption('--env <id|file>', `a built-in environment (${[...BUILTIN_ENVIRONMENTS.keys()].join(', ')}) or a custom environment's .js/.mjs file`)
     .addOption(new Option('--mode <mode>', 'choice: a softmax over the listed valid actions; text: the model writes its actions').choices(['choice', 'text']).default('choice'))
     .option('--difficulty <d>', 'difficulty level of the instances, 1-3', parseWholeNumber, 1)
     .option('--sum', 'choice mode: score actions by summed token log-probs (default: their mean, which does not penalise long actions)')
     .option('--temperature <t>', 'sampling temperature (choice mode: τ of the softmax over the valid actions; below 1 sharper)', parseNumber, 1)
     .option('--max-action-tokens <n>', 'text mode: the longest action, in tokens', parseWholeNumber, RUN_SETTINGS.maxActionTokens.default)
-    .option('--max-actions <n>', 'choice mode: the most valid actions a state may offer (each is scored every step); an episode offered more fails at that step', parseWholeNumber, RUN_SETTINGS.maxActions.default)
-    .option('--step-timeout <ms>', "a custom environment's time limit per call (the episode ends with an error past it)", parseWholeNumber, 5000);
+    .option('--max-actions <n>', 'choice mode: the most valid actions a state may offer (each is scored every step); an episode offered more fails at that step', parseWholeNumber, RUN_SETTINGS.maxActions.default);
+  return addSettingOptions(command, ENV_LIMIT_SETTINGS);
 }
 
 export function checkAgentFlags(flags: AgentFlags): void {
@@ -44,7 +47,7 @@ export function checkAgentFlags(flags: AgentFlags): void {
 
 /** The environment, validated (custom ones run in workers: dispose() it when done). */
 export function loadEnvironment(flags: AgentFlags): Promise<ResolvedEnvironment> {
-  return resolveEnvironment(flags.env, { stepTimeoutMs: flags.stepTimeout });
+  return resolveEnvironment(flags.env, { stepTimeoutMs: flags.stepTimeout, maxMemoryMb: flags.maxMemoryMb });
 }
 
 /** The chat template when the model has one, a plain transcript otherwise. */

@@ -5,7 +5,7 @@ import { InvalidArgumentError, Option, type Command } from 'commander';
 import { describeAllowed, settingProblem, type Setting, type SettingsSchema } from '../common/settings.ts';
 import { parseNumber } from './parse.ts';
 
-const PLACEHOLDERS: Record<string, string> = { seconds: 's', ms: 'ms' };
+const PLACEHOLDERS: Record<string, string> = { seconds: 's', ms: 'ms', MiB: 'mb' };
 
 /** The option's flags for a setting: `maxSessions` → `--max-sessions <n>`, `idleTimeout` (seconds) → `--idle-timeout <s>`. */
 export function settingFlags(name: string, setting: Setting): string {

@@ -14,6 +14,7 @@ import nodeEndpoint from 'comlink/dist/esm/node-adapter.mjs';
 import type { WireError } from './env-host-protocol.ts';
 import { EnvError, describeThrown } from './guard.ts';
 import { loadWorkerEnvModule, rebuildError, type LoadProblem, type WorkerEnvModule, type WorkerEnvOptions, type WorkerHandle } from './worker-env.ts';
+import { DEFAULT_MAX_MEMORY_MB } from './settings.ts';
 
 export type { WorkerEnvModule } from './worker-env.ts';
 
@@ -21,7 +22,7 @@ export interface LoadEnvFileOptions extends WorkerEnvOptions {
   /**
    * Memory limit of each environment worker, in MiB: its JS heap (enforced as it grows) and, checked
    * after every call, the heap with its ArrayBuffers, Buffers and WebAssembly memory. Runaway memory
-   * use stops the worker, not rlplay. Default 1024.
+   * use stops the worker, not rlplay. Default ENV_LIMIT_SETTINGS.maxMemoryMb.
    */
   maxMemoryMb?: number;
 }
@@ -29,12 +30,11 @@ export interface LoadEnvFileOptions extends WorkerEnvOptions {
 const HOST_URL = new URL('../../workers/env-host-node.js', import.meta.url);
 const JAVASCRIPT = new Set(['.js', '.mjs', '.cjs']);
 const TYPESCRIPT = new Set(['.ts', '.mts', '.cts']);
-const DEFAULT_MAX_MEMORY_MB = 1024;
 
 function nodeWorker(name: string, maxMemoryMb: number): WorkerHandle {
   // execArgv: [] so the worker never inherits a loader (tsx, --import) that would change how the
   // environment file loads; the host needs none.
-  const memoryLimit = { bytes: maxMemoryMb * 1024 * 1024, option: 'maxMemoryMb' };
+  const memoryLimit = { bytes: maxMemoryMb * 1024 * 1024, option: 'maxMemoryMb, --max-memory-mb' };
   const worker = new Worker(HOST_URL, { name, execArgv: [], resourceLimits: { maxOldGenerationSizeMb: maxMemoryMb }, workerData: { memoryLimitBytes: memoryLimit.bytes } });
   // Idle workers must not keep the process alive; a call in flight holds a reference.
   worker.unref();
@@ -55,7 +55,7 @@ function nodeWorker(name: string, maxMemoryMb: number): WorkerHandle {
       worker.on('exit', (code) => {
         if (terminated) return;
         const err = error as (Error & { code?: string }) | null;
-        if (err?.code === 'ERR_WORKER_OUT_OF_MEMORY') listener(`it ran out of memory (the limit is ${maxMemoryMb} MiB, maxMemoryMb)`);
+        if (err?.code === 'ERR_WORKER_OUT_OF_MEMORY') listener(`it ran out of memory (the limit is ${maxMemoryMb} MiB, maxMemoryMb, --max-memory-mb)`);
         else if (err) listener(`uncaught ${err.name}: ${err.message}`);
         else listener(`it exited with code ${code}`);
       });

@@ -1,5 +1,7 @@
-// rlplay serve's settings, defined once: serveOpenEnv's defaults and checks, the command's options
-// and --help (src/cli/commands/serve.ts) and the options table of docs/scale-out.md all read them.
+// rlplay serve's settings, with the environment's limits, defined once: serveOpenEnv's defaults and
+// checks, the command's options and --help (src/cli/commands/serve.ts) and the options table of
+// docs/scale-out.md all read them.
+import { ENV_LIMIT_SETTINGS } from '../env/settings.ts';
 import { defaultsOf, integerSetting, numberSetting, stringListSetting, stringSetting, type SettingsOf } from '../common/settings.ts';
 
 export const SERVE_SETTINGS = {
@@ -9,7 +11,7 @@ export const SERVE_SETTINGS = {
     min: 1,
   }),
   idleTimeout: numberSetting(600, 'A session with no message for this long is closed (0: never).', { min: 0, unit: 'seconds' }),
-  stepTimeout: integerSetting(5000, 'Time limit of every environment call; past it the session gets EXECUTION_ERROR.', { min: 1, unit: 'ms' }),
+  ...ENV_LIMIT_SETTINGS,
   maxMessageBytes: integerSetting(1 << 20, 'Largest WebSocket message or HTTP request body answered normally; a larger one gets VALIDATION_ERROR (HTTP 413).', {
     min: 1024,
     unit: 'bytes',

@@ -277,7 +277,7 @@ describe('custom environment files in worker threads', () => {
     expect(error.kind).toBe('crashed');
     expect(error.step).toBeGreaterThan(40);
     expect(error.step).toBeLessThanOrEqual(64);
-    expect(error.message).toMatch(/step\(\) failed at step \d+: the environment's worker stopped \(it held 6[45](\.\d)? MiB after the call, over its memory limit of 64 MiB \(maxMemoryMb\), which counts its heap, ArrayBuffers and WebAssembly memory\)/);
+    expect(error.message).toMatch(/step\(\) failed at step \d+: the environment's worker stopped \(it held 6[45](\.\d)? MiB after the call, over its memory limit of 64 MiB \(maxMemoryMb, --max-memory-mb\), which counts its heap, ArrayBuffers and WebAssembly memory\)/);
     expect(process.memoryUsage.rss() - rssBefore).toBeLessThan(150 * 1024 * 1024);
     // The next episode runs on a fresh worker with nothing kept.
     await env.reset({ seed: 2 });

@@ -50,8 +50,10 @@ describe('rlplay serve settings', () => {
     const refused = await rlplay('serve', '--env', 'tool-use', '--max-message-bytes', '10');
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toContain("option '--max-message-bytes <n>' argument '10' is invalid. it must be an integer ≥ 1024.");
+    const tooLittle = await rlplay('serve', '--env', 'tool-use', '--max-memory-mb', '8');
+    expect(tooLittle.stderr).toContain("option '--max-memory-mb <mb>' argument '8' is invalid. it must be an integer ≥ 32.");
     const help = await rlplay('serve', '--help');
-    for (const flag of ['--port <n>', '--host <address>', '--max-sessions <n>', '--idle-timeout <s>', '--step-timeout <ms>', '--max-message-bytes <n>', '--allow-origin <origin>']) expect(help.stdout).toContain(flag);
+    for (const flag of ['--port <n>', '--host <address>', '--max-sessions <n>', '--idle-timeout <s>', '--step-timeout <ms>', '--max-memory-mb <mb>', '--max-message-bytes <n>', '--allow-origin <origin>']) expect(help.stdout).toContain(flag);
     expect(help.stdout).toContain('(default: 256)');
   });
 });

@@ -18,7 +18,7 @@ export function registerServe(program: Command): void {
     .requiredOption('--env <id|file>', `a built-in environment (${[...BUILTIN_ENVIRONMENTS.keys()].join(', ')}) or a custom environment's .js/.mjs/.ts file`);
   addSettingOptions(command, SERVE_SETTINGS);
   command.action(async (flags: ServeFlags) => {
-    const env = await resolveEnvironment(flags.env, { stepTimeoutMs: flags.stepTimeout });
+    const env = await resolveEnvironment(flags.env, { stepTimeoutMs: flags.stepTimeout, maxMemoryMb: flags.maxMemoryMb });
     const { version } = JSON.parse(await readFile(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
     let server;
     try {
