@@ -7,6 +7,7 @@ const PORT = 5199;
 
 export default defineConfig({
   testDir: 'tests/browser',
+  globalSetup: './tests/support/require-fixtures.ts',
   workers: 1,
   fullyParallel: false,
   reporter: 'list',
