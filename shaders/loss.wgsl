@@ -43,7 +43,7 @@ struct Inputs {
   mask: f32,
   advantage: f32,
   oldLogprob: f32,
-  refLogprob: f32,
+  referenceLogProb: f32,
   ret: f32,
   oldValue: f32,
   valueMask: f32,
@@ -82,7 +82,7 @@ fn token_loss(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
   let ppo = -min(unclippedObjective, clippedObjective);
   let dPpo = select(0.0, -rho * a, ppoActive);
 
-  let refGap = x.refLogprob - lp;
+  let refGap = x.referenceLogProb - lp;
   let kl = exp(refGap) - refGap - 1.0;
   let dKl = 1.0 - exp(refGap);
 

@@ -28,7 +28,7 @@ import { Transcript } from '../../src/agent/transcript.ts';
 import { choiceTrainingBatches, type ChoiceTrainingItem } from '../../src/agent/choice-policy.ts';
 import type { Model } from '../../src/engine/model.ts';
 import { Trainer, type TrainerState } from '../../src/engine/train/trainer.ts';
-import { actionLogProbs } from '../../src/rl/action-policy.ts';
+import { actionLogProbs } from '../../src/agent/action-policy.ts';
 import type { NoisyEpisode } from './corpus.ts';
 
 export interface ChoiceStageOptions {

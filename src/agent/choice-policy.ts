@@ -1,6 +1,6 @@
 // The action-level ('choice') policy: at each step the environment lists its valid actions, the
 // model scores each one's tokens after the transcript so far, and the policy is a softmax over the
-// candidates' summed or length-normalised log-probs (src/rl/action-policy.ts). Many environments
+// candidates' summed or length-normalised log-probs (action-policy.ts). Many environments
 // step side by side: the states of all unfinished episodes are scored in one batched call, each
 // episode's transcript continuing from its KV cache of the step before (src/engine/prompt-cache.ts),
 // its candidates from the transcript's.
@@ -27,7 +27,7 @@ import { PromptCache } from '../engine/prompt-cache.ts';
 import type { TrainBatch } from '../engine/train/batch.ts';
 import type { Trainer } from '../engine/train/trainer.ts';
 import type { Env, EnvInfo } from '../env/types.ts';
-import { actionEntropy, actionLogProbs, sampleAction } from '../rl/action-policy.ts';
+import { actionEntropy, actionLogProbs, sampleAction } from './action-policy.ts';
 import { actionKl, startEpisodes, type PlayedEpisode, type PlayOptions, type PlayRequest, type Policy, type PolicyLoss, type PolicyOptions, type PolicyStep, type UpdateItem, type UpdateMetrics } from './policy.ts';
 import { Transcript } from './transcript.ts';
 

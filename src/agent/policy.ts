@@ -147,7 +147,7 @@ export interface Policy<S extends PolicyStep = PolicyStep> {
  * their k3s: unbiased like k3 of the summed log-ratio, with less variance (that exponential grows
  * with the action's length); it is the per-token k3 the text-mode loss penalises, summed as TRL sums a
  * completion's KL. A mean over tokens instead would measure a different thing, shrinking as actions grow
- * longer, so that one targetKl would stop text mode far later than choice mode.
+ * longer, so that one earlyStopKl would stop text mode far later than choice mode.
  */
 export function actionKl(sampled: readonly number[], other: readonly number[]): number {
   if (sampled.length !== other.length) throw new RangeError(`actionKl: ${sampled.length} sampled log-probs against ${other.length} to compare with`);

@@ -25,9 +25,8 @@ import type { Trainer } from '../engine/train/trainer.ts';
 import { PromptCache } from '../engine/prompt-cache.ts';
 import { pcgHash, resolveSampling } from '../engine/sampling-params.ts';
 import type { Env, EnvInfo, StepResult } from '../env/types.ts';
-import { actionSpans, type ActionSpan } from '../rl/credit.ts';
 import { actionKl, startEpisodes, type PlayedEpisode, type PlayOptions, type PlayRequest, type Policy, type PolicyLoss, type PolicyOptions, type PolicyStep, type UpdateItem, type UpdateMetrics } from './policy.ts';
-import { Transcript } from './transcript.ts';
+import { actionSpans, Transcript, type ActionSpan } from './transcript.ts';
 
 /** An episode's token sequence and action mask. */
 export interface EpisodeTokens {
@@ -46,7 +45,7 @@ export interface TextStep extends PolicyStep {
   /** The transcript up to and including this action; `logprobs`: log π of each of this action's tokens (temperature 1). */
   tokens: { ids: number[]; actionMask: number[]; logprobs: number[] };
   /** log π_ref of each of this action's tokens (adapter off), when play was asked for the reference. */
-  referenceLogprobs?: number[];
+  referenceLogProbs?: number[];
 }
 
 export interface TextSampling {
@@ -315,9 +314,9 @@ export class TextPolicy implements Policy<TextStep> {
       );
       played.forEach((l, i) =>
         l.episode.steps.forEach((step, k) => {
-          step.referenceLogprobs = spanLogprobs(reference.tokenLogprobs[i], spans[i][k]);
-          step.referenceLogProb = sum(step.referenceLogprobs);
-          step.referenceKl = actionKl(step.tokens.logprobs, step.referenceLogprobs);
+          step.referenceLogProbs = spanLogprobs(reference.tokenLogprobs[i], spans[i][k]);
+          step.referenceLogProb = sum(step.referenceLogProbs);
+          step.referenceKl = actionKl(step.tokens.logprobs, step.referenceLogProbs);
         }),
       );
     }
@@ -342,7 +341,7 @@ export class TextPolicy implements Policy<TextStep> {
       mask: number[];
       advantages: number[];
       oldLogprobs: number[];
-      refLogprobs: number[];
+      referenceLogProbs: number[];
       valueMask: number[];
       returns: number[];
       oldValues: number[];
@@ -362,14 +361,14 @@ export class TextPolicy implements Policy<TextStep> {
       const length = span.end - span.start;
       if (step.tokens.logprobs.length !== length) throw new RangeError(`item ${n}: ${step.tokens.logprobs.length} log-probs for an action of ${length} tokens`);
       if (loss.objective !== 'nll' && !Number.isFinite(advantage)) throw new RangeError(`item ${n}: advantage ${advantage} is not a finite number`);
-      if (klWeight > 0 && step.referenceLogprobs?.length !== length) throw new RangeError('a KL penalty needs reference log-probs: play with { reference: true }');
+      if (klWeight > 0 && step.referenceLogProbs?.length !== length) throw new RangeError('a KL penalty needs reference log-probs: play with { reference: true }');
       if (valueWeight > 0 && !Number.isFinite(target)) throw new RangeError(`item ${n}: a value loss needs a finite return for every step, got ${target}`);
       if (valueWeight > 0 && valueClip > 0 && !Number.isFinite(step.value)) throw new RangeError('a clipped value loss needs the old values: play with { values: true }');
 
       let sequence = copies.find((s) => !s.steps.has(index));
       if (!sequence) {
         const zeros = () => new Array<number>(episode.ids.length).fill(0);
-        sequence = { episode, spans, steps: new Set(), end: 0, mask: zeros(), advantages: zeros(), oldLogprobs: zeros(), refLogprobs: zeros(), valueMask: zeros(), returns: zeros(), oldValues: zeros() };
+        sequence = { episode, spans, steps: new Set(), end: 0, mask: zeros(), advantages: zeros(), oldLogprobs: zeros(), referenceLogProbs: zeros(), valueMask: zeros(), returns: zeros(), oldValues: zeros() };
         copies.push(sequence);
         sequences.push(sequence);
       }
@@ -379,7 +378,7 @@ export class TextPolicy implements Policy<TextStep> {
         sequence.mask[t] = 1;
         sequence.advantages[t] = loss.objective === 'nll' ? 0 : advantage;
         sequence.oldLogprobs[t] = step.tokens.logprobs[j];
-        if (step.referenceLogprobs) sequence.refLogprobs[t] = step.referenceLogprobs[j];
+        if (step.referenceLogProbs) sequence.referenceLogProbs[t] = step.referenceLogProbs[j];
       }
       if (valueWeight > 0) {
         // V(s) sits on the row of the state's last token, the row that predicts the action's first token.
@@ -399,7 +398,7 @@ export class TextPolicy implements Policy<TextStep> {
         actionMask: cut((s) => s.mask),
         advantages: cut((s) => s.advantages),
         oldLogprobs: cut((s) => s.oldLogprobs),
-        ...(klWeight > 0 ? { refLogprobs: cut((s) => s.refLogprobs) } : {}),
+        ...(klWeight > 0 ? { referenceLogProbs: cut((s) => s.referenceLogProbs) } : {}),
         valueMask: cut((s) => s.valueMask),
         ...(valueWeight > 0 ? { returns: cut((s) => s.returns), oldValues: cut((s) => s.oldValues) } : {}),
       });
@@ -425,7 +424,7 @@ export class TextPolicy implements Policy<TextStep> {
     return {
       ...metrics,
       approxKl: metrics.terms['losses/approx_kl'] * tokensPerStep,
-      clipFraction: metrics.terms['losses/clip_fraction'],
+      clipFraction: metrics.terms['losses/clipfrac'],
       entropy: metrics.terms['losses/entropy'],
       logProb: -metrics.terms['losses/nll'] * tokensPerStep,
     };

@@ -166,3 +166,23 @@ export class Transcript {
     return rendered.slice(prefix.length);
   }
 }
+
+/** The tokens of one environment step's action: [start, end) in the transcript. */
+export interface ActionSpan {
+  start: number;
+  end: number;
+}
+
+/**
+ * The maximal runs of 1s in an action mask, in order: one span per action, since context tokens
+ * (mask 0: the prompt, observations, tool output) separate a transcript's actions.
+ */
+export function actionSpans(actionMask: readonly number[]): ActionSpan[] {
+  const spans: ActionSpan[] = [];
+  actionMask.forEach((m, t) => {
+    if (m !== 0 && m !== 1) throw new RangeError(`action mask entry ${t} is ${m}; it must be 0 or 1`);
+    if (m === 1 && actionMask[t - 1] !== 1) spans.push({ start: t, end: t + 1 });
+    else if (m === 1) spans[spans.length - 1].end = t + 1;
+  });
+  return spans;
+}

@@ -141,7 +141,7 @@ export function checkSettings(owner: string, schema: SettingsSchema, overrides: 
 
 /**
  * The name of `names` nearest to `name`, if it is near enough to be a typo: one that begins with it
- * or it begins with (klCoef, klCoefficient), else the nearest by edit distance (ignoring case and _).
+ * or it begins with (kl, klCoef), else the nearest by edit distance (ignoring case and _).
  */
 export function closestName(name: string, names: readonly string[]): string | undefined {
   const plain = (text: string) => text.toLowerCase().replaceAll('_', '');

@@ -91,7 +91,7 @@ export function episodeMetrics(episodes: readonly PlayedEpisode[]): Record<strin
 }
 
 /**
- * The KL to the reference per episode, `losses/kl` and what PPO's klTarget steers: the mean over the
+ * The KL to the reference per episode, `losses/kl` and what PPO's adaptiveKlTarget steers: the mean over the
  * episodes of the sum of their steps' referenceKl (each action's k3 estimate, actionKl), so it is never
  * negative, and is the same quantity in choice and text mode. An episode's KL is the sum of its
  * actions' KLs (the chain rule over its steps); a step played without the reference adds nothing.

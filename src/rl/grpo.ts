@@ -10,12 +10,12 @@
 import { episodeMetrics, lossMetrics, referenceKlPerEpisode, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
 import { groupAdvantages } from './group-advantages.ts';
 import { booleanSetting, defaultsOf, integerSetting, numberSetting, type SettingsOf, type SettingsSchema } from '../common/settings.ts';
-import { annealLearningRateSetting, learningRateSetting } from './settings.ts';
+import { annealLearningRateSetting, klCoefSetting, learningRateSetting } from './settings.ts';
 
 export const GRPO_SETTINGS = {
   groupsPerUpdate: integerSetting(2, 'Groups played per update; each group shares one task (reset seed).', { min: 1, unit: 'groups' }),
   groupSize: integerSetting(4, 'Attempts per group, compared with each other (at least 2: a lone episode has nothing to be compared with).', { min: 2, unit: 'episodes' }),
-  klCoefficient: numberSetting(0.04, 'Penalty β for drifting from the base model (0: none, and no reference scoring).', { min: 0 }),
+  klCoef: klCoefSetting(0.04),
   scaleByStd: booleanSetting(true, 'Divide group advantages by their deviation (off: Dr. GRPO, which only centres them).'),
   learningRate: learningRateSetting(3e-3),
   annealLearningRate: annealLearningRateSetting(true),
@@ -37,21 +37,21 @@ export function grpo(config: GrpoConfig = GRPO_DEFAULTS): Algorithm {
       const requests = Array.from({ length: config.groupsPerUpdate }, (_, g) =>
         Array.from({ length: config.groupSize }, (_, i) => ({ seed: seed + g, samplingSeed: (seed + g) * 131 + i })),
       ).flat();
-      const played = await policy.play(requests, { reference: config.klCoefficient > 0, onEpisode });
+      const played = await policy.play(requests, { reference: config.klCoef > 0, onEpisode });
       const episodes = usable(played);
       if (episodes.length === 0) return { episodes: played, metrics: episodeMetrics(played) };
       // 2. Group-relative advantages (a group that lost members to environment errors compares the rest).
       const advantages = groupAdvantages(episodes.map((e) => ({ seed: e.seed, reward: e.totalReward })), { scaleByStd: config.scaleByStd });
       // 3. One policy-gradient step, every step of an episode carrying its episode's advantage.
       const items = episodes.flatMap((e, i) => e.steps.map((step) => ({ step, advantage: advantages[i] })));
-      const metrics = await policy.update(trainer, items, { objective: 'pg', kl: config.klCoefficient });
+      const metrics = await policy.update(trainer, items, { objective: 'pg', kl: config.klCoef });
       return {
         episodes: played,
         metrics: {
           ...episodeMetrics(played),
           ...lossMetrics(metrics, 'losses/policy_gradient', false),
           'losses/entropy': metrics.entropy,
-          ...(config.klCoefficient > 0 ? { 'losses/kl': referenceKlPerEpisode(episodes) } : {}),
+          ...(config.klCoef > 0 ? { 'losses/kl': referenceKlPerEpisode(episodes) } : {}),
         },
       };
     },

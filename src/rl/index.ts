@@ -30,12 +30,14 @@ export const ALGORITHM_SETTINGS: Record<AlgorithmName, SettingsSchema> = {
 };
 
 /**
- * Version of the defaults above. A run and a share link record only the settings that differ from
- * the defaults of their day, so when a default changes this goes up and EARLIER_DEFAULTS keeps, for
- * each earlier version, its defaults that differ from today's: a run made before resumes, and a link
- * made before opens, as it was made.
+ * Version of the defaults above and of the settings' names. A run and a share link record only the
+ * settings that differ from the defaults of their day, under the names of their day, so when a
+ * default changes or a setting is renamed this goes up: EARLIER_DEFAULTS keeps, for each earlier
+ * version, its defaults that differ from today's, and RENAMED_SETTINGS the names each version
+ * changed. A run made before resumes, and a link made before opens, as it was made.
  */
-export const DEFAULTS_VERSION = 2;
+export const DEFAULTS_VERSION = 3;
+/** In today's names. */
 const EARLIER_DEFAULTS: Record<number, Partial<Record<AlgorithmName, Record<string, unknown>>>> = {
   // Before learning-rate annealing, and PPO's rate was 3e-3.
   1: {
@@ -45,14 +47,32 @@ const EARLIER_DEFAULTS: Record<number, Partial<Record<AlgorithmName, Record<stri
     grpo: { annealLearningRate: false },
     bc: { annealLearningRate: false },
   },
+  // Version 3 renamed settings and changed no default.
+  2: {},
+};
+/** The settings each version renamed, old name → new name, by algorithm. */
+const RENAMED_SETTINGS: Record<number, Partial<Record<AlgorithmName, Record<string, string>>>> = {
+  // PPO's two KL targets differed only in word order; GRPO's β had another name than PPO's.
+  3: { ppo: { klTarget: 'adaptiveKlTarget', targetKl: 'earlyStopKl' }, grpo: { klCoefficient: 'klCoef' } },
 };
 
-/** The overrides of today's defaults that mean what `overrides` meant under defaults `version`. */
+/** `overrides` made under defaults `version`, with the settings renamed since under today's names. */
+export function settingsNamedToday(algo: string, version: number, overrides: Record<string, unknown>): Record<string, unknown> {
+  let named = overrides;
+  for (const [renamedAt, byAlgorithm] of Object.entries(RENAMED_SETTINGS)) {
+    const renames = byAlgorithm[algo as AlgorithmName];
+    if (version >= Number(renamedAt) || !renames) continue;
+    named = Object.fromEntries(Object.entries(named).map(([name, value]) => [Object.hasOwn(renames, name) ? renames[name] : name, value]));
+  }
+  return named;
+}
+
+/** The overrides of today's defaults, under today's names, that mean what `overrides` meant under defaults `version`. */
 export function settingsAsOf(algo: string, version: number, overrides: Record<string, unknown>): Record<string, unknown> {
   if (version === DEFAULTS_VERSION) return overrides;
   const earlier = EARLIER_DEFAULTS[version];
   if (!earlier) throw new RangeError(`algorithm defaults version ${version} is unknown to this rlplay, which knows ${[...Object.keys(EARLIER_DEFAULTS), DEFAULTS_VERSION].join(', ')}: update rlplay`);
-  return { ...earlier[algo as AlgorithmName], ...overrides };
+  return { ...earlier[algo as AlgorithmName], ...settingsNamedToday(algo, version, overrides) };
 }
 
 /**
@@ -64,6 +84,10 @@ export function checkAlgorithmSettings(name: string, overrides: Record<string, u
   if (!Object.hasOwn(ALGORITHM_SETTINGS, name)) {
     const closest = closestName(name, ALGORITHMS);
     throw new SettingError(`unknown algorithm ${JSON.stringify(name)}${closest ? `; did you mean ${closest}?` : ''} (choose one of ${ALGORITHMS.join(', ')})`);
+  }
+  for (const byAlgorithm of Object.values(RENAMED_SETTINGS)) {
+    const renamed = Object.keys(overrides).find((setting) => Object.hasOwn(byAlgorithm[name as AlgorithmName] ?? {}, setting));
+    if (renamed) throw new SettingError(`${name} setting ${renamed} is now called ${byAlgorithm[name as AlgorithmName]![renamed]}: set ${byAlgorithm[name as AlgorithmName]![renamed]}=${JSON.stringify(overrides[renamed])} instead`);
   }
   checkSettings(name, ALGORITHM_SETTINGS[name as AlgorithmName], overrides);
 }

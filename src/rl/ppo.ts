@@ -19,7 +19,7 @@ import { mulberry32 } from '../common/random.ts';
 import { normalizeAdvantages } from './advantages.ts';
 import { episodeMetrics, episodeSeeds, gaeItems, lossMetrics, referenceKlPerEpisode, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
 import { defaultsOf, integerSetting, numberSetting, optionalNumberSetting, type SettingsOf, type SettingsSchema } from '../common/settings.ts';
-import { annealLearningRateSetting, entropyCoefSetting, episodesPerUpdateSetting, gaeLambdaSetting, gammaSetting, learningRateSetting, normalizeAdvantagesSetting, valueCoefSetting } from './settings.ts';
+import { annealLearningRateSetting, entropyCoefSetting, klCoefSetting, episodesPerUpdateSetting, gaeLambdaSetting, gammaSetting, learningRateSetting, normalizeAdvantagesSetting, valueCoefSetting } from './settings.ts';
 
 export const PPO_SETTINGS = {
   episodesPerUpdate: episodesPerUpdateSetting(8),
@@ -31,9 +31,9 @@ export const PPO_SETTINGS = {
   valueClip: numberSetting(0.2, 'How far one update may move the value estimate from the old one (0: no clipping).', { min: 0 }),
   valueCoef: valueCoefSetting(0.5),
   entropyCoef: entropyCoefSetting(0.01),
-  klCoef: numberSetting(0.02, 'Penalty β for drifting from the base model (its start, when adaptive; 0: no reference model at all).', { min: 0 }),
-  klTarget: optionalNumberSetting(null, 'Adaptive KL: β is tuned to keep the per-episode KL to the base model near this.', 'β stays fixed', { min: 0, exclusiveMin: true, unit: 'nats per episode' }),
-  targetKl: optionalNumberSetting(0.05, 'Stop an update’s passes early once a minibatch’s approx KL to the old policy exceeds 1.5 × this.', 'never stop early', { min: 0, exclusiveMin: true, unit: 'nats per action' }),
+  klCoef: klCoefSetting(0.02),
+  adaptiveKlTarget: optionalNumberSetting(null, 'Adaptive KL: β is tuned to keep the per-episode KL to the base model near this.', 'β stays fixed', { min: 0, exclusiveMin: true, unit: 'nats per episode' }),
+  earlyStopKl: optionalNumberSetting(0.05, 'Stop an update’s passes early once a minibatch’s approx KL to the old policy exceeds 1.5 × this.', 'never stop early', { min: 0, exclusiveMin: true, unit: 'nats per action' }),
   normalizeAdvantages: normalizeAdvantagesSetting(true),
   // A third of REINFORCE's and GRPO's: PPO takes updateEpochs × numMinibatches optimiser steps per
   // update where they take one, so at their rate it moves four times as far on the same noisy
@@ -81,7 +81,7 @@ export function ppo(config: PpoConfig = PPO_DEFAULTS): Algorithm {
             { objective: 'ppo', clip: config.clipCoef, value: config.valueCoef, valueClip: config.valueClip, entropy: config.entropyCoef, kl: klCoef },
           );
           clipFractions.push(last.clipFraction);
-          if (config.targetKl !== null && last.approxKl > 1.5 * config.targetKl) {
+          if (config.earlyStopKl !== null && last.approxKl > 1.5 * config.earlyStopKl) {
             stoppedEarly = 1;
             break epochs;
           }
@@ -90,7 +90,7 @@ export function ppo(config: PpoConfig = PPO_DEFAULTS): Algorithm {
       // 4. The KL coefficient follows its target.
       const klToReference = referenceKlPerEpisode(episodes);
       const usedKlCoef = klCoef;
-      if (config.klTarget !== null && klCoef > 0) klCoef *= 1 + Math.min(Math.max(klToReference / config.klTarget - 1, -0.2), 0.2);
+      if (config.adaptiveKlTarget !== null && klCoef > 0) klCoef *= 1 + Math.min(Math.max(klToReference / config.adaptiveKlTarget - 1, -0.2), 0.2);
       const values = items.map((i) => i.step.value!);
       const returns = items.map((i) => i.return!);
       return {

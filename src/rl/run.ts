@@ -19,7 +19,7 @@ import { Trainer } from '../engine/train/trainer.ts';
 import { ValueHead } from '../engine/train/value-head.ts';
 import type { EnvModule } from '../env/types.ts';
 import { StoreError, type StepInput, type TrajectoryStore } from '../store/types.ts';
-import { DEFAULTS_VERSION, makeAlgorithm, settingsAsOf, type AlgorithmName } from './index.ts';
+import { DEFAULTS_VERSION, makeAlgorithm, settingsAsOf, settingsNamedToday, type AlgorithmName } from './index.ts';
 import type { Algorithm } from './algorithm.ts';
 import { booleanSetting, checkSettings, defaultsOf, enumSetting, integerSetting, numberSetting, type SettingsSchema } from '../common/settings.ts';
 
@@ -207,7 +207,9 @@ export async function trainRun(model: Model, env: EnvModule, store: TrajectorySt
   const finished = await checkRequestedEpisodes(store, runId, requested.episodes);
   // 1. The run: new, or resumed with the same settings and the defaults it was made with.
   const existing = await store.getRun(runId);
-  const stored = existing?.config as unknown as TrainConfig | undefined;
+  const storedConfig = existing?.config as unknown as TrainConfig | undefined;
+  // Compared and resumed under today's setting names (a run made before a rename holds the old ones).
+  const stored = storedConfig && { ...storedConfig, algorithm: settingsNamedToday(storedConfig.algo, storedConfig.defaultsVersion ?? 1, storedConfig.algorithm) };
   const config: TrainConfig = stored ? { ...requested, defaultsVersion: stored.defaultsVersion ?? 1 } : requested;
   const algorithm = makeAlgorithm(config.algo, settingsAsOf(config.algo, config.defaultsVersion, config.algorithm));
   if (!algorithm.modes.includes(config.mode)) throw new RangeError(`${config.algo} works in ${algorithm.modes.join(' or ')} mode, not ${config.mode}`);

@@ -12,3 +12,5 @@ export const normalizeAdvantagesSetting = (value: boolean) => booleanSetting(val
 export const gaeLambdaSetting = (value: number) => numberSetting(value, 'GAE λ: 1 uses whole returns, lower leans on the value head.', { min: 0, max: 1 });
 export const valueCoefSetting = (value: number) => numberSetting(value, 'Weight of the value loss against the policy loss.', { min: 0 });
 export const entropyCoefSetting = (value: number) => numberSetting(value, 'Bonus for keeping the policy uncertain (more exploration).', { min: 0 });
+export const klCoefSetting = (value: number) =>
+  numberSetting(value, 'Penalty β for drifting from the base model, on the k3 estimate of the KL (0: none, and the base model is not scored); where β starts when it adapts.', { min: 0 });

@@ -46,7 +46,7 @@ const lossCheck: GpuCheck = {
         mask: Float32Array.from({ length: R }, (_, r) => (r % 5 === 0 ? 0 : 1)),
         advantage: randomArray(random, R, 2),
         oldLogprob: Float32Array.from(logprob, (lp) => lp + (random() - 0.5) * 0.8),
-        refLogprob: Float32Array.from(logprob, (lp) => lp + (random() - 0.5)),
+        referenceLogProb: Float32Array.from(logprob, (lp) => lp + (random() - 0.5)),
         returns: randomArray(random, R, 2),
         oldValue: Float32Array.from(value, (v) => v + (random() - 0.5)),
         // A value mask apart from the action mask: some rows carry only the value loss, some only the others.
@@ -113,7 +113,7 @@ function referenceLoss(
     v[r] = sum;
   }
   const column = (c: number) => Float64Array.from({ length: R }, (_, r) => packed.lossInputs[r * INPUT_FLOATS + c]);
-  const inputs: TokenLossInputs = { mask: column(0), advantage: column(1), oldLogprob: column(2), refLogprob: column(3), returns: column(4), oldValue: column(5), valueMask: column(6) };
+  const inputs: TokenLossInputs = { mask: column(0), advantage: column(1), oldLogprob: column(2), referenceLogProb: column(3), returns: column(4), oldValue: column(5), valueMask: column(6) };
   return referenceTokenLoss(weights, lp, ent, v, inputs).loss;
 }
 
@@ -145,7 +145,7 @@ const gradientCheck: GpuCheck = {
       // a long prompt, then action spans as in a multi-turn transcript: action, observation, action
       const actionMask = sequences.map((s) => s.map((_, t) => (t < s.length - 12 || t % 3 === 0 ? 0 : 1)));
       const perToken = (scale: number) => sequences.map((s) => s.map(() => (random() * 2 - 1) * scale));
-      const batch: TrainBatch = { sequences, actionMask, advantages: perToken(1), refLogprobs: perToken(1).map((row) => row.map((x) => x - 3)), returns: perToken(1) };
+      const batch: TrainBatch = { sequences, actionMask, advantages: perToken(1), referenceLogProbs: perToken(1).map((row) => row.map((x) => x - 3)), returns: perToken(1) };
       const packed = packBatch(batch);
       const state = new TrainingState(model.gpuModel, packed.B, packed.T, adapter, valueHead, { dropoutSeed: masks.seed });
       state.load(packed);
@@ -228,7 +228,7 @@ function multiTurnBatch(random: () => number, vocabSize: number, lengths: number
   const sequences = lengths.map((n) => [1, ...Array.from({ length: n - 1 }, () => 3 + Math.floor(random() * (vocabSize - 3)))]);
   const actionMask = sequences.map((s) => s.map((_, t) => (t === 0 ? 0 : t % 3 === 0 ? 0 : 1)));
   const perToken = (scale: number) => sequences.map((s) => s.map(() => (random() * 2 - 1) * scale));
-  return { sequences, actionMask, advantages: perToken(1), refLogprobs: perToken(1).map((row) => row.map((x) => x - 3)), returns: perToken(1) };
+  return { sequences, actionMask, advantages: perToken(1), referenceLogProbs: perToken(1).map((row) => row.map((x) => x - 3)), returns: perToken(1) };
 }
 
 function assertSameTensor(got: HostTensor, expected: HostTensor, what: string): void {
@@ -438,13 +438,13 @@ interface TokenValues {
   actionMask: number[];
   advantages: number[];
   oldLogprobs: number[];
-  refLogprobs: number[];
+  referenceLogProbs: number[];
   returns: number[];
   oldValues: number[];
   valueMask: number[];
 }
 
-const VALUE_KEYS = ['actionMask', 'advantages', 'oldLogprobs', 'refLogprobs', 'returns', 'oldValues', 'valueMask'] as const;
+const VALUE_KEYS = ['actionMask', 'advantages', 'oldLogprobs', 'referenceLogProbs', 'returns', 'oldValues', 'valueMask'] as const;
 
 /** A trunk and branches that continue its prefixes: branch i continues trunk[0, P) with its own tokens. */
 interface TreeCase {
@@ -454,7 +454,7 @@ interface TreeCase {
 }
 
 function emptyTrainBatch(): TrainBatch & Required<Pick<TrainBatch, (typeof VALUE_KEYS)[number]>> {
-  return { sequences: [], actionMask: [], advantages: [], oldLogprobs: [], refLogprobs: [], returns: [], oldValues: [], valueMask: [] };
+  return { sequences: [], actionMask: [], advantages: [], oldLogprobs: [], referenceLogProbs: [], returns: [], oldValues: [], valueMask: [] };
 }
 
 function pushValues(batch: ReturnType<typeof emptyTrainBatch>, values: TokenValues): void {
@@ -525,7 +525,7 @@ function randomTrees(random: () => number, vocabSize: number): TreeCase[] {
     actionMask: mask,
     advantages: mask.map((m) => (m ? random() * 2 - 1 : 0)),
     oldLogprobs: mask.map((m) => (m ? -1 - 3 * random() : 0)),
-    refLogprobs: mask.map((m) => (m ? -1 - 3 * random() : 0)),
+    referenceLogProbs: mask.map((m) => (m ? -1 - 3 * random() : 0)),
     returns: mask.map((_, t) => (valueAt.includes(t) ? random() * 2 - 1 : 0)),
     oldValues: mask.map((_, t) => (valueAt.includes(t) ? random() * 2 - 1 : 0)),
     valueMask: mask.map((_, t) => (valueAt.includes(t) ? 1 : 0)),

@@ -13,7 +13,7 @@ import { packBatch, type TrainBatch } from '../../src/engine/train/batch.ts';
 import { Trainer } from '../../src/engine/train/trainer.ts';
 import { ValueHead } from '../../src/engine/train/value-head.ts';
 import type { EnvModule } from '../../src/env/types.ts';
-import { actionEntropy } from '../../src/rl/action-policy.ts';
+import { actionEntropy } from '../../src/agent/action-policy.ts';
 import { assertClose, randomArray, seededRandom } from '../shared/assert.ts';
 import { tinyModelFiles } from '../shared/tiny-model.ts';
 import { nodeGpu } from '../support/node-gpu.ts';

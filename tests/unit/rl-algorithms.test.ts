@@ -241,12 +241,23 @@ describe('algorithms on the run driver', () => {
     expect(await store.getRun('damaged')).toMatchObject({ status: 'failed', note: expect.stringMatching(/cannot resume/) });
   });
 
+  test('a run stored before settings were renamed resumes under the new names, with the same settings', async () => {
+    const model = await tinyModel();
+    const store = new FileTrajectoryStore(root);
+    const { defaultsVersion: _today, ...made } = config('ppo', 8, { earlyStopKl: 0.5, adaptiveKlTarget: 4 });
+    await store.createRun({ id: 'renamed', config: { ...made, defaultsVersion: 2, algorithm: { targetKl: 0.5, klTarget: 4 } } as unknown as Record<string, unknown> });
+    const outcome = await trainRun(model, yesOrNo, store, 'renamed', config('ppo', 8, { earlyStopKl: 0.5, adaptiveKlTarget: 4 }));
+    outcome.adapter.dispose();
+    expect((await store.listMetrics('renamed', 'charts/updates')).map((m) => m.value)).toEqual([1]);
+    expect((await store.getRun('renamed'))!.config).toMatchObject({ defaultsVersion: 2, algorithm: { earlyStopKl: 0.5, adaptiveKlTarget: 4 } });
+  });
+
   test('a run stored under earlier defaults resumes under them: before annealing, PPO at a constant 3e-3', async () => {
     const model = await tinyModel();
     const store = new FileTrajectoryStore(root);
     // What a run folder made before DEFAULTS_VERSION existed holds: its overrides, no version.
     const { defaultsVersion, ...before } = config('ppo', 16, {});
-    expect(defaultsVersion).toBe(2);
+    expect(defaultsVersion).toBe(3);
     await store.createRun({ id: 'made-before', config: before as unknown as Record<string, unknown> });
     const outcome = await trainRun(model, yesOrNo, store, 'made-before', config('ppo', 16, {}));
     outcome.adapter.dispose();
@@ -297,7 +308,7 @@ describe('PPO minibatches', () => {
       play: async () => played,
       update: async (_trainer, items) => (minibatches.push(items), metrics),
     };
-    const algorithm = ppo({ ...PPO_DEFAULTS, episodesPerUpdate: lengths.length, numMinibatches, updateEpochs, klCoef: 0, targetKl: null });
+    const algorithm = ppo({ ...PPO_DEFAULTS, episodesPerUpdate: lengths.length, numMinibatches, updateEpochs, klCoef: 0, earlyStopKl: null });
     await algorithm.update({ model: null as never, trainer: null as never, policy, update: 0, seed: 11 });
     return minibatches;
   }

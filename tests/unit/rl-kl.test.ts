@@ -1,7 +1,7 @@
 // Every KL figure of a run is one estimate, actionKl (src/agent/policy.ts): k3 per action, summed over
 // the action's draws (its tokens in text mode). It is never negative where the mean of log-ratios (k1)
 // is; GRPO and PPO report it as losses/kl per episode; and PPO's approx KL is per action in both policy
-// modes, so that one targetKl stops choice and text mode at the same drift.
+// modes, so that one earlyStopKl stops choice and text mode at the same drift.
 import { beforeAll, describe, expect, test } from 'vitest';
 import { ChoicePolicy, type ChoiceStep } from '../../src/agent/choice-policy.ts';
 import { actionKl, type PlayedEpisode, type Policy, type PolicyOptions, type PolicyStep, type UpdateMetrics } from '../../src/agent/policy.ts';
@@ -10,7 +10,7 @@ import type { GpuLoraAdapter } from '../../src/engine/lora/gpu-adapter.ts';
 import { loadModel, type Model } from '../../src/engine/model.ts';
 import { Trainer } from '../../src/engine/train/trainer.ts';
 import type { EnvModule } from '../../src/env/types.ts';
-import { actionSpans } from '../../src/rl/credit.ts';
+import { actionSpans } from '../../src/agent/transcript.ts';
 import { GRPO_DEFAULTS, grpo } from '../../src/rl/grpo.ts';
 import { PPO_DEFAULTS, ppo } from '../../src/rl/ppo.ts';
 import { MemoryModelSource, seededNormal, tinyModelFiles } from '../shared/tiny-model.ts';
@@ -83,7 +83,7 @@ describe('losses/kl', () => {
     const played = playedWithReference();
     const context = { model: null as never, trainer: null as never, policy: fake(played), update: 0, seed: 3 };
     const fromGrpo = await grpo({ ...GRPO_DEFAULTS, groupsPerUpdate: 1, groupSize: 2 }).update(context);
-    const fromPpo = await ppo({ ...PPO_DEFAULTS, episodesPerUpdate: 2, targetKl: null }).update(context);
+    const fromPpo = await ppo({ ...PPO_DEFAULTS, episodesPerUpdate: 2, earlyStopKl: null }).update(context);
     for (const { metrics } of [fromGrpo, fromPpo]) {
       expect(metrics['losses/kl']).toBeGreaterThan(0);
       expect(metrics['losses/kl']).toBeCloseTo(expected, 12);
@@ -91,7 +91,7 @@ describe('losses/kl', () => {
   });
 
   test("PPO's adaptive coefficient steers that KL: above its target, β grows", async () => {
-    const algorithm = ppo({ ...PPO_DEFAULTS, episodesPerUpdate: 2, targetKl: null, klCoef: 0.1, klTarget: expected / 1.1 });
+    const algorithm = ppo({ ...PPO_DEFAULTS, episodesPerUpdate: 2, earlyStopKl: null, klCoef: 0.1, adaptiveKlTarget: expected / 1.1 });
     await algorithm.update({ model: null as never, trainer: null as never, policy: fake(playedWithReference()), update: 0, seed: 3 });
     // β ← β (1 + clip(KL / target − 1, ±0.2)) = 0.1 × 1.1 (the negative mean log-ratio would shrink it)
     expect((algorithm.state() as { klCoef: number }).klCoef).toBeCloseTo(0.1 * 1.1, 12);
@@ -136,7 +136,7 @@ describe('KL on the GPU, in both policy modes', () => {
 
   /** Each step's draws: the chosen action in choice mode, the action's tokens in text mode. */
   const draws = (mode: 'choice' | 'text', step: PolicyStep): { sampled: number[]; reference: number[] } =>
-    mode === 'choice' ? { sampled: [step.logProb], reference: [step.referenceLogProb!] } : { sampled: (step as TextStep).tokens.logprobs, reference: (step as TextStep).referenceLogprobs! };
+    mode === 'choice' ? { sampled: [step.logProb], reference: [step.referenceLogProb!] } : { sampled: (step as TextStep).tokens.logprobs, reference: (step as TextStep).referenceLogProbs! };
 
   /** log π of each step's draws under the policy as it is now. */
   async function currentDraws(policy: Policy, steps: PolicyStep[]): Promise<number[][]> {

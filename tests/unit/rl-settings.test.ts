@@ -2,7 +2,7 @@
 // against their type and range at their edges, an unknown name is refused with the closest valid one,
 // and a name means one thing (one doc) in every algorithm that has it.
 import { describe, expect, test } from 'vitest';
-import { ALGORITHM_DEFAULTS, ALGORITHM_SETTINGS, ALGORITHMS, checkAlgorithmSettings, makeAlgorithm, type AlgorithmName } from '../../src/rl/index.ts';
+import { ALGORITHM_DEFAULTS, ALGORITHM_SETTINGS, ALGORITHMS, checkAlgorithmSettings, DEFAULTS_VERSION, makeAlgorithm, settingsAsOf, type AlgorithmName } from '../../src/rl/index.ts';
 import { RUN_SETTINGS, TRAIN_DEFAULTS } from '../../src/rl/run.ts';
 import { checkSettings, type Setting, type SettingsSchema } from '../../src/common/settings.ts';
 import { SETTING_CHOICES, SETTING_HELP } from '../../src/app/hyperparameters.ts';
@@ -71,7 +71,7 @@ describe('the messages name the setting, the value, the range and the fix', () =
     ['grpo', { groupSize: 1 }, 'grpo setting groupSize must be an integer ≥ 2 (got 1): set groupSize=2 or more'],
     ['ppo', { updateEpochs: 0 }, 'ppo setting updateEpochs must be an integer ≥ 1 (got 0): set updateEpochs=1 or more'],
     ['ppo', { clipCoef: 0 }, 'ppo setting clipCoef must be a number > 0 (got 0): set clipCoef=0 or a little more'],
-    ['ppo', { targetKl: 'off' }, 'ppo setting targetKl must be a number > 0 (or null: never stop early) (got "off"): set a number, e.g. targetKl=0.05, or targetKl=null'],
+    ['ppo', { earlyStopKl: 'off' }, 'ppo setting earlyStopKl must be a number > 0 (or null: never stop early) (got "off"): set a number, e.g. earlyStopKl=0.05, or earlyStopKl=null'],
     ['ppo', { gamma: 1.5 }, 'ppo setting gamma must be a number ≥ 0 and ≤ 1 (got 1.5): set gamma=1 or less'],
     ['bc', { source: 'experts' }, 'bc setting source must be one of expert, successes (got "experts"): set source to one of source=expert, source=successes'],
     ['a2c', { normalizeAdvantages: 'yes' }, 'a2c setting normalizeAdvantages must be true or false (got "yes"): set normalizeAdvantages=true or normalizeAdvantages=false'],
@@ -79,10 +79,19 @@ describe('the messages name the setting, the value, the range and the fix', () =
     expect(() => makeAlgorithm(algo, overrides)).toThrow(message);
   });
 
+  test('a renamed setting is refused with its new name; runs and links made before the rename read it under the new one', () => {
+    expect(() => makeAlgorithm('ppo', { targetKl: 0.1 })).toThrow('ppo setting targetKl is now called earlyStopKl: set earlyStopKl=0.1 instead');
+    expect(() => makeAlgorithm('grpo', { klCoefficient: 0 })).toThrow('grpo setting klCoefficient is now called klCoef: set klCoef=0 instead');
+    expect(settingsAsOf('ppo', 2, { targetKl: null, klTarget: 3, clipCoef: 0.1 })).toEqual({ earlyStopKl: null, adaptiveKlTarget: 3, clipCoef: 0.1 });
+    expect(settingsAsOf('grpo', 1, { klCoefficient: 0 })).toEqual({ annealLearningRate: false, klCoef: 0 });
+    expect(settingsAsOf('ppo', DEFAULTS_VERSION, { earlyStopKl: 0.2 })).toEqual({ earlyStopKl: 0.2 });
+    expect(() => makeAlgorithm('ppo', settingsAsOf('ppo', 2, { targetKl: 0.1 }))).not.toThrow();
+  });
+
   test('an unknown name is refused with the closest valid one', () => {
     expect(() => makeAlgorithm('ppo', { episodesPerUpdat: 4 })).toThrow(/^ppo has no setting "episodesPerUpdat"; did you mean episodesPerUpdate\? \(its settings: episodesPerUpdate, /);
     expect(() => makeAlgorithm('ppo', { kl_coef: 0.1 })).toThrow(/did you mean klCoef\?/);
-    expect(() => makeAlgorithm('grpo', { klCoef: 0.1 })).toThrow(/^grpo has no setting "klCoef"; did you mean klCoefficient\?/);
+    expect(() => makeAlgorithm('grpo', { klCoeff: 0.1 })).toThrow(/^grpo has no setting "klCoeff"; did you mean klCoef\?/);
     expect(() => makeAlgorithm('ppo', { somethingElse: 1 })).toThrow(/^ppo has no setting "somethingElse" \(its settings: /);
     expect(() => makeAlgorithm('ppo', { toString: 1 })).toThrow(/^ppo has no setting "toString"/);
     expect(() => checkAlgorithmSettings('grp', {})).toThrow('unknown algorithm "grp"; did you mean grpo? (choose one of ppo, a2c, reinforce, grpo, dqn, bc)');

@@ -35,7 +35,7 @@ const experiment: SharedExperiment = {
   env: 'tool-use',
   mode: 'choice',
   algo: 'ppo',
-  algorithm: { clipCoef: 0.1, klTarget: null, normalizeAdvantages: false },
+  algorithm: { clipCoef: 0.1, adaptiveKlTarget: null, normalizeAdvantages: false },
   episodes: 500,
   seed: 7,
   loraR: 16,
@@ -76,6 +76,9 @@ describe('share links', () => {
     // Settings the link names win; DQN's defaults did not change, so its links need nothing added.
     expect(readShareFragment(encode({ ...experiment, v: 1, algo: 'reinforce', algorithm: { annealLearningRate: true } }))!.algorithm).toEqual({ annealLearningRate: true });
     expect(readShareFragment(encode({ ...experiment, v: 1, algo: 'dqn', algorithm: {} }))!.algorithm).toEqual({});
+    // Links made before settings were renamed (version 2) open under today's names.
+    expect(readShareFragment(encode({ ...experiment, v: 1, defaults: 2, algorithm: { klTarget: 2, targetKl: null } }))!.algorithm).toEqual({ adaptiveKlTarget: 2, earlyStopKl: null });
+    expect(readShareFragment(encode({ ...experiment, v: 1, defaults: 2, algo: 'grpo', algorithm: { klCoefficient: 0.1 } }))!.algorithm).toEqual({ klCoef: 0.1 });
     // Today's links say which defaults they were made with, and read back as they were written.
     const link = shareLink('https://rlplay.example/', experiment);
     expect(readShareFragment(new URL(link).hash)!.algorithm).toEqual(experiment.algorithm);

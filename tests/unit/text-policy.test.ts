@@ -12,7 +12,7 @@ import { loadModel, type Model } from '../../src/engine/model.ts';
 import { Trainer } from '../../src/engine/train/trainer.ts';
 import { ValueHead } from '../../src/engine/train/value-head.ts';
 import type { EnvModule } from '../../src/env/types.ts';
-import { actionSpans } from '../../src/rl/credit.ts';
+import { actionSpans } from '../../src/agent/transcript.ts';
 import { MemoryModelSource, seededNormal, syntheticTokenizer, tinyModelFiles } from '../shared/tiny-model.ts';
 import { nodeGpu } from '../support/node-gpu.ts';
 
@@ -244,7 +244,7 @@ describe('TextPolicy.play', () => {
       for (const s of e.steps) {
         expect(s.value).toBe(0);
         expect(Math.abs(s.referenceLogProb! - s.logProb)).toBeLessThan(1e-4);
-        expectClose(s.referenceLogprobs!, s.tokens.logprobs, 1e-4);
+        expectClose(s.referenceLogProbs!, s.tokens.logprobs, 1e-4);
       }
     }
 

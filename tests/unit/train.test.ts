@@ -18,7 +18,7 @@ describe('loss reference', () => {
       mask: lp.map((_, r) => (r % 4 === 3 ? 0 : 1)),
       advantage: lp.map((_, r) => Math.cos(3 * r)),
       oldLogprob: lp.map((x, r) => x + 0.15 * Math.sin(5 * r)),
-      refLogprob: lp.map((x, r) => x + 0.3 * Math.cos(7 * r)),
+      referenceLogProb: lp.map((x, r) => x + 0.3 * Math.cos(7 * r)),
       returns: lp.map((_, r) => Math.cos(r)),
       oldValue: v.map((x, r) => x + 0.3 * Math.sin(2 * r)),
     };

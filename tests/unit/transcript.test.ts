@@ -2,7 +2,7 @@
 // format and through a chat template.
 import { existsSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
-import { Transcript } from '../../src/agent/transcript.ts';
+import { actionSpans, Transcript } from '../../src/agent/transcript.ts';
 import type { ChatMessage } from '../../src/engine/model/types.ts';
 import { loadTokenizer } from '../../src/engine/model/tokenizer.ts';
 import { parseModelConfig } from '../../src/engine/model/config.ts';
@@ -192,5 +192,19 @@ describe('Transcript', () => {
   test('a model without a chat template is told to use the plain format', async () => {
     const tok = await tokenizer(false);
     expect(() => new Transcript(tok, 'chat', '')).toThrow(/plain prompt format/);
+  });
+});
+
+describe('actionSpans', () => {
+  test('the runs of 1s of a non-contiguous mask', () => {
+    // token: 0 1 2 3 4 5 6 7 8 9 10; role: p p a a o o a o a a a (p prompt, o observation, a action)
+    expect(actionSpans([0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 1])).toEqual([
+      { start: 2, end: 4 },
+      { start: 6, end: 7 },
+      { start: 8, end: 11 },
+    ]);
+    expect(actionSpans([1, 1, 0])).toEqual([{ start: 0, end: 2 }]);
+    expect(actionSpans([0, 0])).toEqual([]);
+    expect(() => actionSpans([0, 2])).toThrow(/must be 0 or 1/);
   });
 });

@@ -26,7 +26,7 @@ export function referenceTokenLoss(weights: LossWeights, logprob: ArrayLike<numb
     const clipped = Math.min(Math.max(rho, 1 - w.clip), 1 + w.clip);
     const ppoActive = rho * a <= clipped * a;
     const ppo = -Math.min(rho * a, clipped * a);
-    const gap = at(inputs.refLogprob, r) - lp;
+    const gap = at(inputs.referenceLogProb, r) - lp;
     const kl = Math.exp(gap) - gap - 1;
     const v = value[r];
     const ret = at(inputs.returns, r);

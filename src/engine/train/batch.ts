@@ -33,7 +33,7 @@ export interface TrainBatch {
   actionMask: number[][];
   advantages?: number[][];
   oldLogprobs?: number[][];
-  refLogprobs?: number[][];
+  referenceLogProbs?: number[][];
   returns?: number[][];
   oldValues?: number[][];
   /**
@@ -160,7 +160,7 @@ export function packBatch(batch: TrainBatch): PackedBatch {
     mask,
     advantage: toRows(batch, batch.advantages, 'advantages', T),
     oldLogprob: toRows(batch, batch.oldLogprobs, 'old log-probs', T),
-    refLogprob: toRows(batch, batch.refLogprobs, 'reference log-probs', T),
+    referenceLogProb: toRows(batch, batch.referenceLogProbs, 'reference log-probs', T),
     returns: toRows(batch, batch.returns, 'returns', T),
     oldValue: toRows(batch, batch.oldValues, 'old values', T),
     valueMask: toRows(batch, batch.valueMask, 'value mask', T),

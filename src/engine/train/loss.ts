@@ -24,7 +24,7 @@ export interface LossWeights {
 }
 
 /** Names of the summed metrics, in the order token_loss writes them. */
-export const LOSS_METRICS = ['losses/nll', 'losses/policy_gradient', 'losses/ppo', 'losses/entropy', 'losses/kl', 'losses/value', 'losses/clip_fraction', 'losses/approx_kl'] as const;
+export const LOSS_METRICS = ['losses/nll', 'losses/policy_gradient', 'losses/ppo', 'losses/entropy', 'losses/kl', 'losses/value', 'losses/clipfrac', 'losses/approx_kl'] as const;
 export type LossMetric = (typeof LOSS_METRICS)[number];
 
 /** Per-token inputs of the loss, as token_loss reads them (8 floats per row). */
@@ -33,7 +33,7 @@ export interface TokenLossInputs {
   mask: ArrayLike<number>;
   advantage?: ArrayLike<number>;
   oldLogprob?: ArrayLike<number>;
-  refLogprob?: ArrayLike<number>;
+  referenceLogProb?: ArrayLike<number>;
   returns?: ArrayLike<number>;
   oldValue?: ArrayLike<number>;
   /** Rows whose value-head output the value loss regresses to the return (default: the action mask). */
@@ -60,7 +60,7 @@ export function lossRows(packed: Float32Array): number[] {
 export function packLossInputs(inputs: TokenLossInputs): Float32Array {
   const R = inputs.mask.length;
   const packed = new Float32Array(R * INPUT_FLOATS);
-  const columns = [inputs.mask, inputs.advantage, inputs.oldLogprob, inputs.refLogprob, inputs.returns, inputs.oldValue, inputs.valueMask ?? inputs.mask];
+  const columns = [inputs.mask, inputs.advantage, inputs.oldLogprob, inputs.referenceLogProb, inputs.returns, inputs.oldValue, inputs.valueMask ?? inputs.mask];
   columns.forEach((column, c) => {
     if (!column) return;
     if (column.length !== R) throw new RangeError(`loss input ${c} has ${column.length} rows, the mask ${R}`);

@@ -37,7 +37,7 @@ export interface TrainerOptions {
 export interface StepMetrics {
   /** The weighted loss, averaged over the step's action tokens. */
   'losses/total': number;
-  /** Each term averaged over action tokens, before its weight (losses/clip_fraction: share of clipped tokens). */
+  /** Each term averaged over action tokens, before its weight (losses/clipfrac: share of clipped tokens). */
   terms: Record<(typeof LOSS_METRICS)[number], number>;
   'charts/learning_rate': number;
   /** Global gradient norm of the trained parameters (adapter or all weights) before clipping. */

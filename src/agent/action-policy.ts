@@ -48,16 +48,6 @@ export function actionLogProbs(summedLogprobs: readonly (readonly number[])[], t
   });
 }
 
-/** log π(a_s|s) of the chosen action of every state. */
-export function chosenLogProbs(logProbs: readonly (readonly number[])[], actions: readonly number[]): number[] {
-  if (actions.length !== logProbs.length) throw new RangeError(`chosenLogProbs: ${logProbs.length} states but ${actions.length} actions`);
-  return actions.map((a, s) => {
-    const logp = logProbs[s][a];
-    if (logp === undefined || logp === -Infinity) throw new RangeError(`chosenLogProbs: action ${a} is not a valid action of state ${s}`);
-    return logp;
-  });
-}
-
 /** H(π) = −Σ π log π of one state's action distribution (padding contributes 0). */
 export function actionEntropy(logProbs: readonly number[]): number {
   let h = 0;

@@ -1,6 +1,6 @@
 // The action-level policy against hand-computed distributions.
 import { describe, expect, test } from 'vitest';
-import { actionEntropy, actionLogProbs, chosenLogProbs, logSoftmax, sampleAction } from '../../src/rl/action-policy.ts';
+import { actionEntropy, actionLogProbs, logSoftmax, sampleAction } from '../../src/agent/action-policy.ts';
 
 const LN_QUARTER = -1.3862943611198906; // ln 0.25
 const LN_THREE_QUARTERS = -0.2876820724517809; // ln 0.75
@@ -67,14 +67,8 @@ describe('actionLogProbs', () => {
   });
 });
 
-describe('chosenLogProbs, actionEntropy, sampleAction', () => {
+describe('actionEntropy, sampleAction', () => {
   const policy = [LN_QUARTER, -Infinity, LN_THREE_QUARTERS];
-  test('log-prob of the chosen action; a padded or missing one is an error', () => {
-    expect(chosenLogProbs([policy, [LN_HALF, LN_HALF]], [2, 0])).toEqual([LN_THREE_QUARTERS, LN_HALF]);
-    expect(() => chosenLogProbs([policy], [1])).toThrow(/not a valid action/);
-    expect(() => chosenLogProbs([policy], [5])).toThrow(/not a valid action/);
-    expect(() => chosenLogProbs([policy], [])).toThrow(/1 states but 0 actions/);
-  });
   test('entropy: ln 2 for a fair pair; −(¼ ln ¼ + ¾ ln ¾) = 0.5623351446; 0 for a single action', () => {
     expect(actionEntropy([LN_HALF, LN_HALF, -Infinity])).toBeCloseTo(Math.LN2, 12);
     expect(actionEntropy(policy)).toBeCloseTo(0.5623351446, 9);
