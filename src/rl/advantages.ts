@@ -102,14 +102,6 @@ export function normalizeAdvantages(advantages: readonly number[], options: Norm
   return advantages.map((a, i) => (counted(i) ? (a - mean) / (std + eps) : 0));
 }
 
-/** REINFORCE advantages G_t − b: `baseline` is one number (a running mean) or a value per step. */
-export function baselineAdvantages(returns: readonly number[], baseline: number | readonly number[]): number[] {
-  if (typeof baseline !== 'number' && baseline.length !== returns.length) {
-    throw new RangeError(`baselineAdvantages: ${returns.length} returns but ${baseline.length} baseline values`);
-  }
-  return returns.map((g, t) => g - (typeof baseline === 'number' ? baseline : baseline[t]));
-}
-
 /**
  * A running-mean baseline for REINFORCE. Compute the batch's advantages with `mean` before calling
  * `update` with its returns, so no return is its own baseline. Starts at 0.

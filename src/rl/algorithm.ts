@@ -6,6 +6,7 @@ import type { PlayedEpisode, Policy, PolicyMode, PolicyStep, UpdateItem } from '
 import { gae, type GaeOptions } from './advantages.ts';
 import type { Trainer } from '../engine/train/trainer.ts';
 import type { Model } from '../engine/model.ts';
+import { mean } from '../common/stats.ts';
 
 export const ALGORITHMS = ['ppo', 'a2c', 'reinforce', 'grpo', 'dqn', 'bc'] as const;
 export type AlgorithmName = (typeof ALGORITHMS)[number];
@@ -81,7 +82,6 @@ export function gaeItems(episodes: readonly PlayedEpisode[], options: GaeOptions
  */
 export function episodeMetrics(episodes: readonly PlayedEpisode[]): Record<string, number> {
   const ok = usable([...episodes]);
-  const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
   return {
     'charts/episodic_return': mean(ok.map((e) => e.totalReward)),
     'charts/success_rate': episodes.length ? ok.filter((e) => e.success).length / episodes.length : NaN,

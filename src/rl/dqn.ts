@@ -20,6 +20,7 @@ import { episodeMetrics, episodeSeeds, lossMetrics, usable, type Algorithm, type
 import { defaultsOf, integerSetting, numberSetting, type SettingsOf, type SettingsSchema } from '../common/settings.ts';
 import { annealLearningRateSetting, episodesPerUpdateSetting, gammaSetting, learningRateSetting } from './settings.ts';
 import { epsilonGreedy, linearSchedule, ReplayBuffer, tdTargets } from './td.ts';
+import { mean } from '../common/stats.ts';
 
 export const DQN_SETTINGS = {
   episodesPerUpdate: episodesPerUpdateSetting(8),
@@ -98,7 +99,7 @@ export function dqn(config: DqnConfig = DQN_DEFAULTS): Algorithm<ChoiceStep> {
         const nextQ = new Map(withNext.map((x, i) => [x, qValues(target!.head, nextScores[i].candidateHidden!)]));
         const targets = tdTargets(batch.map((x) => ({ reward: x.reward, terminated: x.terminated, nextQ: nextQ.get(x) ?? [] })), config.gamma);
         const step = await trainer.step(qRegression(batch, targets, policy.options.microBatch), { value: 1 });
-        Object.assign(metrics, lossMetrics(step, null, false), { 'losses/td_loss': step.terms['losses/value'], 'losses/q_target': targets.reduce((a, b) => a + b, 0) / targets.length });
+        Object.assign(metrics, lossMetrics(step, null, false), { 'losses/td_loss': step.terms['losses/value'], 'losses/q_target': mean(targets) });
       }
       return { episodes: played, metrics };
     },

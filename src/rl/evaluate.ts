@@ -8,6 +8,7 @@
 // excludes zero), since an episode won or lost both times differs by nothing.
 import type { PlayedEpisode, Policy } from '../agent/policy.ts';
 import type { Split } from '../env/types.ts';
+import { mean } from '../common/stats.ts';
 
 export interface Estimate {
   value: number;
@@ -75,10 +76,10 @@ export function wilsonInterval(successes: number, n: number): Estimate {
 export function meanInterval(values: readonly number[]): Estimate {
   const n = values.length;
   if (n === 0) return { value: NaN, low: NaN, high: NaN };
-  const mean = values.reduce((s, v) => s + v, 0) / n;
-  const variance = n > 1 ? values.reduce((s, v) => s + (v - mean) ** 2, 0) / (n - 1) : 0;
+  const centre = mean(values);
+  const variance = n > 1 ? values.reduce((s, v) => s + (v - centre) ** 2, 0) / (n - 1) : 0;
   const half = Z95 * Math.sqrt(variance / n);
-  return { value: mean, low: mean - half, high: mean + half };
+  return { value: centre, low: centre - half, high: centre + half };
 }
 
 export interface EvaluationOptions {

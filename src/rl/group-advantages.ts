@@ -8,6 +8,8 @@
 // A group of one episode, or one whose rewards are all equal, gives every member advantage 0
 // (set exactly, not left to rounding in the mean): it carries no signal about which sample was better.
 
+import { mean } from '../common/stats.ts';
+
 /** One finished episode: the reset seed it started from and its total (episode-level) reward. */
 export interface GroupedEpisode {
   /** Reset seed shared by the members of a group. */
@@ -39,10 +41,10 @@ export function groupAdvantages(episodes: readonly GroupedEpisode[], options: Gr
       for (const i of members) advantages[i] = 0;
       continue;
     }
-    const mean = rewards.reduce((a, r) => a + r, 0) / rewards.length;
-    const std = Math.sqrt(rewards.reduce((a, r) => a + (r - mean) ** 2, 0) / rewards.length);
+    const centre = mean(rewards);
+    const std = Math.sqrt(mean(rewards.map((r) => (r - centre) ** 2)));
     members.forEach((i, k) => {
-      const centred = rewards[k] - mean;
+      const centred = rewards[k] - centre;
       advantages[i] = scaleByStd ? centred / (std + eps) : centred;
     });
   }

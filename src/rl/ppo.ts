@@ -20,6 +20,7 @@ import { normalizeAdvantages } from './advantages.ts';
 import { episodeMetrics, episodeSeeds, gaeItems, lossMetrics, referenceKlPerEpisode, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
 import { defaultsOf, integerSetting, numberSetting, optionalNumberSetting, type SettingsOf, type SettingsSchema } from '../common/settings.ts';
 import { annealLearningRateSetting, entropyCoefSetting, klCoefSetting, episodesPerUpdateSetting, gaeLambdaSetting, gammaSetting, learningRateSetting, normalizeAdvantagesSetting, valueCoefSetting } from './settings.ts';
+import { mean } from '../common/stats.ts';
 
 export const PPO_SETTINGS = {
   episodesPerUpdate: episodesPerUpdateSetting(8),
@@ -116,10 +117,6 @@ export function ppo(config: PpoConfig = PPO_DEFAULTS): Algorithm {
       klCoef = saved;
     },
   };
-}
-
-function mean(xs: readonly number[]): number {
-  return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0;
 }
 
 /** Fisher–Yates over 0..n-1 from a seeded stream. */

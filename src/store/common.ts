@@ -27,9 +27,10 @@ export function checkRunId(id: unknown): string {
   return id;
 }
 
-export function newRunId(now = Date.now()): string {
+/** A new run's id: `prefix`, the time and a random suffix, e.g. run-2026-12-08T01-02-03-456Z-k3x9qa. */
+export function newRunId(prefix = 'run', now = Date.now()): string {
   const random = Math.floor(Math.random() * 36 ** 6).toString(36).padStart(6, '0');
-  return `run-${new Date(now).toISOString().replace(/[:.]/g, '-')}-${random}`;
+  return `${prefix}-${new Date(now).toISOString().replace(/[:.]/g, '-')}-${random}`;
 }
 
 /** A JSON copy (what either store gives back), so both stores keep exactly the same values. */

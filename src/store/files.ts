@@ -503,7 +503,3 @@ export class FileTrajectoryStore implements TrajectoryStore {
     await Promise.all([...this.locks.values()]);
   }
 }
-
-export function openFileStore(root: string, options?: FileStoreOptions): FileTrajectoryStore {
-  return new FileTrajectoryStore(root, options);
-}

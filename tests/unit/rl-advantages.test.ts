@@ -1,6 +1,6 @@
 // Returns, GAE and baselines against hand-computed episodes (the arithmetic is in the comments).
 import { describe, expect, test } from 'vitest';
-import { baselineAdvantages, discountedReturns, gae, normalizeAdvantages, RunningMean } from '../../src/rl/advantages.ts';
+import { discountedReturns, gae, normalizeAdvantages, RunningMean } from '../../src/rl/advantages.ts';
 
 const close = (actual: number[], expected: number[]) => {
   expect(actual).toHaveLength(expected.length);
@@ -85,11 +85,6 @@ describe('normalizeAdvantages', () => {
 });
 
 describe('REINFORCE with a baseline', () => {
-  test('returns minus a scalar or a per-step baseline', () => {
-    expect(baselineAdvantages([3, 1], 2)).toEqual([1, -1]);
-    expect(baselineAdvantages([3, 1], [1, 4])).toEqual([2, -3]);
-    expect(() => baselineAdvantages([3, 1], [1])).toThrow(/2 returns but 1 baseline/);
-  });
   test('running mean of every return seen', () => {
     const baseline = new RunningMean();
     expect(baseline.mean).toBe(0);

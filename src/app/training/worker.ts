@@ -38,6 +38,7 @@ import type {
   ValidationReport,
   ValidateRequest,
 } from './protocol.ts';
+import { mean } from '../../common/stats.ts';
 
 let gpu: GpuContext | null = null;
 let loaded: { key: string; model: Model } | null = null;
@@ -130,7 +131,6 @@ function separation(episodes: ValidatedEpisode[]): Pick<ValidationReport, 'separ
   if (wins.length === 0 || losses.length === 0) {
     return { separates: null, separation: `Every episode that finished ${wins.length ? 'succeeded' : 'failed'}: play more episodes, or check info.success, to see whether the reward tells good from bad.` };
   }
-  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
   const separates = Math.min(...wins) > Math.max(...losses);
   const gap = `successes return ${mean(wins).toFixed(2)} on average, failures ${mean(losses).toFixed(2)}`;
   return {
