@@ -26,9 +26,10 @@ import type { Model } from '../engine/model.ts';
 import { PromptCache } from '../engine/prompt-cache.ts';
 import type { TrainBatch } from '../engine/train/batch.ts';
 import type { Trainer } from '../engine/train/trainer.ts';
+import { valueOf } from '../engine/train/value-head.ts';
 import type { Env, EnvInfo } from '../env/types.ts';
 import { actionEntropy, actionLogProbs, sampleAction } from './action-policy.ts';
-import { actionKl, startEpisodes, type PlayedEpisode, type PlayOptions, type PlayRequest, type Policy, type PolicyLoss, type PolicyOptions, type PolicyStep, type UpdateItem, type UpdateMetrics } from './policy.ts';
+import { actionKl, startEpisodes, valueHeadOf, type PlayedEpisode, type PlayOptions, type PlayRequest, type Policy, type PolicyLoss, type PolicyOptions, type PolicyStep, type UpdateItem, type UpdateMetrics } from './policy.ts';
 import { Transcript } from './transcript.ts';
 
 export interface ChoiceStep extends PolicyStep {
@@ -133,7 +134,7 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
 
   async play(requests: PlayRequest[], options: PlayOptions & { choose?: ActionChooser } = {}): Promise<PlayedEpisode<ChoiceStep>[]> {
     const { env: module, format } = this.options;
-    const value = options.values ? await readValueHead(this.options) : undefined;
+    const value = options.values ? await valueHeadOf(this.options).read() : undefined;
     interface Live {
       episode: PlayedEpisode<ChoiceStep>;
       env?: Env;
@@ -244,7 +245,7 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
                 info: result.info as EnvInfo,
                 logProb: logProbs[chosen],
                 ...(reference ? { referenceLogProb: reference[i].logProbs[chosen], referenceKl: actionKl([logProbs[chosen]], [reference[i].logProbs[chosen]]) } : {}),
-                ...(value ? { value: dot(value.weight, scored[i].hidden!) + value.bias } : {}),
+                ...(value ? { value: valueOf(value, scored[i].hidden!) } : {}),
                 tokens: { ids: [...l.transcript.ids], actionMask: [...l.transcript.actionMask], logprobs: scored[i].tokenLogprobs[chosen] },
                 context,
                 actions,
@@ -277,7 +278,7 @@ export class ChoicePolicy implements Policy<ChoiceStep> {
         for (const l of cut) if (!fits.includes(l)) l.episode.finalValue = l.episode.steps.at(-1)!.value;
         if (fits.length > 0) {
           const hidden = await caches.policy.promptHidden(fits.map((l) => ({ stream: live.indexOf(l), prompt: l.transcript.ids })));
-          fits.forEach((l, i) => (l.episode.finalValue = dot(value.weight, hidden[i]) + value.bias));
+          fits.forEach((l, i) => (l.episode.finalValue = valueOf(value, hidden[i])));
         }
       }
       return live.map((l) => l.episode);
@@ -543,15 +544,3 @@ export function choiceTrainingBatches(items: ChoiceTrainingItem[], options: Choi
   return batches;
 }
 
-function dot(a: Float32Array, b: Float32Array): number {
-  let s = 0;
-  for (let i = 0; i < a.length; i++) s += a[i] * b[i];
-  return s;
-}
-
-/** The value head's weights, read back once per play call (V(s) = w · h + b on the host). */
-export async function readValueHead(options: PolicyOptions): Promise<{ weight: Float32Array; bias: number }> {
-  if (!options.valueHead) throw new RangeError('values were asked for, but the policy has no value head');
-  const params = await options.valueHead.parameters.read();
-  return { weight: params.get('value.weight')!, bias: params.get('value.bias')![0] };
-}

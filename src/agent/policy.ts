@@ -37,6 +37,12 @@ export interface PolicyOptions {
   microBatch: number;
 }
 
+/** The value head play reads V(s) from when asked for values; an error when the policy has none. */
+export function valueHeadOf(options: PolicyOptions): ValueHead {
+  if (!options.valueHead) throw new RangeError('play was asked for values, but the policy has no value head (PolicyOptions.valueHead)');
+  return options.valueHead;
+}
+
 export interface PolicyStep {
   /** The observation the action answered. */
   observation: string;

@@ -22,10 +22,11 @@ import type { Model } from '../engine/model.ts';
 import type { TrainBatch } from '../engine/train/batch.ts';
 import type { LossWeights } from '../engine/train/loss.ts';
 import type { Trainer } from '../engine/train/trainer.ts';
+import { valueOf } from '../engine/train/value-head.ts';
 import { PromptCache } from '../engine/prompt-cache.ts';
 import { pcgHash, resolveSampling } from '../engine/sampling-params.ts';
 import type { Env, EnvInfo, StepResult } from '../env/types.ts';
-import { actionKl, startEpisodes, type PlayedEpisode, type PlayOptions, type PlayRequest, type Policy, type PolicyLoss, type PolicyOptions, type PolicyStep, type UpdateItem, type UpdateMetrics } from './policy.ts';
+import { actionKl, startEpisodes, valueHeadOf, type PlayedEpisode, type PlayOptions, type PlayRequest, type Policy, type PolicyLoss, type PolicyOptions, type PolicyStep, type UpdateItem, type UpdateMetrics } from './policy.ts';
 import { actionSpans, Transcript, type ActionSpan } from './transcript.ts';
 
 /** An episode's token sequence and action mask. */
@@ -134,7 +135,7 @@ export class TextPolicy implements Policy<TextStep> {
   async play(requests: PlayRequest[], options: PlayOptions = {}): Promise<PlayedEpisode<TextStep>[]> {
     const { env: module, format, adapter } = this.options;
     const positions = this.model.gpuModel.ropePositions;
-    const valueHead = options.values ? await readValueHead(this.options) : undefined;
+    const valueHead = options.values ? await valueHeadOf(this.options).read() : undefined;
     const stops = this.stopTokens();
     const live: Live[] = requests.map(({ seed, samplingSeed }) => ({
       episode: { seed, samplingSeed: samplingSeed ?? seed, steps: [], totalReward: 0, success: false },
@@ -302,9 +303,9 @@ export class TextPolicy implements Policy<TextStep> {
             step.tokens.logprobs = spanLogprobs(scored.tokenLogprobs[i], spans[i][k]);
             step.logProb = sum(step.tokens.logprobs);
           }
-          if (valueHead) step.value = dot(valueHead.weight, scored.hidden![i][k]) + valueHead.bias;
+          if (valueHead) step.value = valueOf(valueHead, scored.hidden![i][k]);
         });
-        if (valueHead && wantsFinal[i]) l.episode.finalValue = dot(valueHead.weight, scored.hidden![i][l.episode.steps.length]) + valueHead.bias;
+        if (valueHead && wantsFinal[i]) l.episode.finalValue = valueOf(valueHead, scored.hidden![i][l.episode.steps.length]);
       });
     }
     if (played.length > 0 && options.reference) {
@@ -459,15 +460,4 @@ function sum(xs: readonly number[]): number {
   return xs.reduce((a, b) => a + b, 0);
 }
 
-function dot(a: Float32Array, b: Float32Array): number {
-  let s = 0;
-  for (let i = 0; i < a.length; i++) s += a[i] * b[i];
-  return s;
-}
 
-/** The value head's weights, read back once per play call (V(s) = w · h + b on the host). */
-async function readValueHead(options: PolicyOptions): Promise<{ weight: Float32Array; bias: number }> {
-  if (!options.valueHead) throw new RangeError('play was asked for values, but the policy has no value head (PolicyOptions.valueHead)');
-  const params = await options.valueHead.parameters.read();
-  return { weight: params.get('value.weight')!, bias: params.get('value.bias')![0] };
-}

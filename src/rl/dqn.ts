@@ -15,6 +15,7 @@ import { ChoicePolicy, type ChoiceState, type ChoiceStep, type ScoredState } fro
 import type { GpuLoraAdapter } from '../engine/lora/gpu-adapter.ts';
 import type { TrainBatch } from '../engine/train/batch.ts';
 import type { Trainer } from '../engine/train/trainer.ts';
+import { valueOf, type ValueHeadWeights } from '../engine/train/value-head.ts';
 import type { Model } from '../engine/model.ts';
 import { episodeMetrics, episodeSeeds, lossMetrics, usable, type Algorithm, type UpdateContext, type UpdateResult } from './algorithm.ts';
 import { defaultsOf, integerSetting, numberSetting, type SettingsOf, type SettingsSchema } from '../common/settings.ts';
@@ -50,15 +51,10 @@ interface Transition {
   next: { context: number[]; actionTokens: number[][] } | null;
 }
 
-interface QHead {
-  weight: Float32Array;
-  bias: number;
-}
-
 export function dqn(config: DqnConfig = DQN_DEFAULTS): Algorithm<ChoiceStep> {
   const buffer = new ReplayBuffer<Transition>({ capacity: config.bufferSize, seed: 0 });
   const epsilon = linearSchedule({ start: config.epsilonStart, end: config.epsilonEnd, duration: config.explorationEpisodes });
-  let target: { adapter: GpuLoraAdapter; head: QHead } | undefined;
+  let target: { adapter: GpuLoraAdapter; head: ValueHeadWeights } | undefined;
   return {
     name: 'dqn',
     modes: ['choice'],
@@ -71,7 +67,7 @@ export function dqn(config: DqnConfig = DQN_DEFAULTS): Algorithm<ChoiceStep> {
       const online = policy.options.adapter;
       if (!target || update % config.targetUpdateInterval === 0) target = await refreshTarget(model, online, trainer, target);
       // 1. ε-greedy episodes on the online Q.
-      const head = await readHead(trainer);
+      const head = await trainer.valueHead.read();
       const eps = epsilon(update * config.episodesPerUpdate);
       const random = mulberry32(seed ^ 0x68e31da4);
       const choose = (_: ChoiceState[], scored: ScoredState[]) => scored.map((s) => epsilonGreedy(qValues(head, s.candidateHidden!), eps, random));
@@ -117,22 +113,13 @@ export function dqn(config: DqnConfig = DQN_DEFAULTS): Algorithm<ChoiceStep> {
 }
 
 /** Q(s, a) = w · h_a + b for each candidate's final hidden state. */
-function qValues(head: QHead, hidden: Float32Array[]): number[] {
-  return hidden.map((h) => {
-    let q = head.bias;
-    for (let i = 0; i < h.length; i++) q += head.weight[i] * h[i];
-    return q;
-  });
+function qValues(head: ValueHeadWeights, hidden: Float32Array[]): number[] {
+  return hidden.map((h) => valueOf(head, h));
 }
 
-async function readHead(trainer: Trainer): Promise<QHead> {
-  const params = await trainer.valueHead.parameters.read();
-  return { weight: params.get('value.weight')!, bias: params.get('value.bias')![0] };
-}
-
-async function refreshTarget(model: Model, online: GpuLoraAdapter, trainer: Trainer, previous?: { adapter: GpuLoraAdapter }): Promise<{ adapter: GpuLoraAdapter; head: QHead }> {
+async function refreshTarget(model: Model, online: GpuLoraAdapter, trainer: Trainer, previous?: { adapter: GpuLoraAdapter }): Promise<{ adapter: GpuLoraAdapter; head: ValueHeadWeights }> {
   previous?.adapter.dispose();
-  return { adapter: model.uploadAdapter(await online.toHost()), head: await readHead(trainer) };
+  return { adapter: model.uploadAdapter(await online.toHost()), head: await trainer.valueHead.read() };
 }
 
 /**

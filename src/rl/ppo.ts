@@ -37,9 +37,8 @@ export const PPO_SETTINGS = {
   earlyStopKl: optionalNumberSetting(0.05, 'Stop an update’s passes early once a minibatch’s approx KL to the old policy exceeds 1.5 × this.', 'never stop early', { min: 0, exclusiveMin: true, unit: 'nats per action' }),
   normalizeAdvantages: normalizeAdvantagesSetting(true),
   // A third of REINFORCE's and GRPO's: PPO takes updateEpochs × numMinibatches optimiser steps per
-  // update where they take one, so at their rate it moves four times as far on the same noisy
-  // gradients. On the copy-number probe (docs/training.md) it learned nothing annealed from 3e-3
-  // (37% → 35%) and as much as behaviour cloning annealed from 1e-3 (37% → 72.5%).
+  // update where they take one, so at their rate it would move four times as far on the same noisy
+  // gradients (docs/training.md, "What a tiny model learns", measures both rates).
   learningRate: learningRateSetting(1e-3),
   annealLearningRate: annealLearningRateSetting(true),
 } satisfies SettingsSchema;

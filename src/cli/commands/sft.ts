@@ -156,10 +156,9 @@ export function registerSft(program: Command): void {
       };
       const save = async (step: number) => {
         const result = await resultFiles();
-        const weights = await valueHead.parameters.read();
         const files = checkpointFiles<SftProgress>({
           ...result,
-          valueHead: { weight: weights.get('value.weight')!, bias: weights.get('value.bias')![0] },
+          valueHead: await valueHead.read(),
           optimizer: await trainer.optimizerState(),
           progress: { step, data: dataText, settings },
         });

@@ -3,6 +3,19 @@
 import type { GpuContext } from '../gpu/device.ts';
 import { ParameterSet, type ParameterView } from './parameters.ts';
 
+/** The value head's weights on the host, for values computed there from read-back hidden states. */
+export interface ValueHeadWeights {
+  weight: Float32Array;
+  bias: number;
+}
+
+/** v = w · h + b for one hidden state. */
+export function valueOf(head: ValueHeadWeights, hidden: Float32Array): number {
+  let v = head.bias;
+  for (let i = 0; i < hidden.length; i++) v += head.weight[i] * hidden[i];
+  return v;
+}
+
 export class ValueHead {
   readonly parameters: ParameterSet;
   readonly weight: ParameterView;
@@ -16,6 +29,12 @@ export class ValueHead {
     ]);
     this.weight = this.parameters.view('value.weight');
     this.bias = this.parameters.view('value.bias');
+  }
+
+  /** The weights, read back from the GPU (the one read-back of the head: policies, checkpoints and DQN's target use it). */
+  async read(): Promise<ValueHeadWeights> {
+    const params = await this.parameters.read();
+    return { weight: params.get('value.weight')!, bias: params.get('value.bias')![0] };
   }
 
   dispose(): void {
