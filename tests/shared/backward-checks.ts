@@ -1,4 +1,4 @@
-// The backward kernels (shaders/backward.wgsl) against their float64 references on random small shapes,
+// The backward kernels (shaders/*.wgsl, each beside its forward) against their float64 references on random small shapes,
 // and the references themselves against central finite differences of the float64 forwards.
 // backwardChecks run on a GPU (tests/unit/backward.test.ts on Dawn; they can join the browser harness);
 // backwardReferenceChecks are plain float64 and need no GPU.
