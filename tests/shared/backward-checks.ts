@@ -2,11 +2,10 @@
 // and the references themselves against central finite differences of the float64 forwards.
 // backwardChecks run on a GPU (tests/unit/backward.test.ts on Dawn; they can join the browser harness);
 // backwardReferenceChecks are plain float64 and need no GPU.
-import { BackwardOps, type AttentionBackwardShape } from '../../src/engine/backward-ops.ts';
 import { readFloat32, storageBuffer, storageFrom, uniformBuffer } from '../../src/engine/gpu/buffers.ts';
 import type { GpuContext } from '../../src/engine/gpu/device.ts';
 import { Kernels } from '../../src/engine/gpu/kernels.ts';
-import { OpBuilder } from '../../src/engine/ops.ts';
+import { OpBuilder, type AttentionShape } from '../../src/engine/ops.ts';
 import * as bwd from '../../src/engine/reference/backward.ts';
 import * as ref from '../../src/engine/reference/ops.ts';
 import { assert, assertClose, maxAbsDiff, randomArray, seededRandom } from './assert.ts';
@@ -18,20 +17,17 @@ export interface ReferenceCheck {
   run(): void;
 }
 
-async function withOps(gpu: GpuContext, headDim: number, body: (ops: BackwardOps, forward: OpBuilder) => Promise<void>, rowLanes: 1 | 64 = 64): Promise<void> {
-  const kernels = new Kernels(gpu.device, headDim, rowLanes);
-  const ops = new BackwardOps(kernels);
-  const forward = new OpBuilder(kernels);
+async function withOps(gpu: GpuContext, headDim: number, body: (ops: OpBuilder) => Promise<void>, rowLanes: 1 | 64 = 64): Promise<void> {
+  const ops = new OpBuilder(new Kernels(gpu.device, headDim, rowLanes));
   try {
-    await body(ops, forward);
+    await body(ops);
   } finally {
     ops.dispose();
-    forward.dispose();
   }
 }
 
 /** The reference attention gradients laid out as the GPU writes them: dqkv [B*T, (H+2Hk)*D], keys of slot t in row b*T + t. */
-function packedGradient(g: { dq: ArrayLike<number>; dk: ArrayLike<number>; dv: ArrayLike<number> }, s: AttentionBackwardShape): Float64Array {
+function packedGradient(g: { dq: ArrayLike<number>; dk: ArrayLike<number>; dv: ArrayLike<number> }, s: AttentionShape): Float64Array {
   const { B, T, H, Hk, D, S } = s;
   const width = (H + 2 * Hk) * D;
   const out = new Float64Array(B * T * width);
@@ -123,7 +119,7 @@ const ropeBackwardCheck: GpuCheck = {
 
 // Training shapes: slot0 = 0, T <= S; GQA groups of 2 and 3 and MHA; keyMask over the whole
 // sequence or only a prompt (later slots always real); left padding with a hole.
-const ATTENTION_SHAPES: AttentionBackwardShape[] = [
+const ATTENTION_SHAPES: AttentionShape[] = [
   { B: 3, T: 5, H: 4, Hk: 2, D: 8, S: 5, maskLen: 5 },
   { B: 2, T: 6, H: 6, Hk: 2, D: 4, S: 6, maskLen: 4 },
   { B: 2, T: 4, H: 3, Hk: 1, D: 16, S: 7, maskLen: 3 },
@@ -195,7 +191,7 @@ const treeAttentionCheck: GpuCheck = {
     const random = seededRandom(109);
     // the training shapes, and a longer sequence where the query kernels skip whole hidden ranges
     for (const s of [...ATTENTION_SHAPES, { B: 2, T: 19, H: 4, Hk: 2, D: 8, S: 19, maskLen: 19 }]) {
-      await withOps(gpu, s.D, async (ops, forwardOps) => {
+      await withOps(gpu, s.D, async (ops) => {
         const { B, T, H, Hk, D, S, maskLen } = s;
         const R = B * T;
         const width = (H + 2 * Hk) * D;
@@ -219,7 +215,7 @@ const treeAttentionCheck: GpuCheck = {
         const dqkvGpu = storageFrom(gpu.device, randomArray(random, R * width, 100), 'dqkv');
         const shape = { ...s, tree: true };
         run(gpu, [
-          forwardOps.attention(qkvGpu, kGpu, vGpu, maskGpu, outGpu, lseGpu, cursorBuffer(gpu.device, 0, 0), shape),
+          ops.attention(qkvGpu, kGpu, vGpu, maskGpu, outGpu, lseGpu, cursorBuffer(gpu.device, 0, 0), shape),
           ops.attentionBackwardQuery(qkvGpu, kGpu, vGpu, maskGpu, doutGpu, lseGpu, deltaGpu, dqkvGpu, shape),
           ops.attentionBackwardKey(qkvGpu, kGpu, vGpu, maskGpu, doutGpu, lseGpu, deltaGpu, dqkvGpu, shape),
         ]);
@@ -252,7 +248,7 @@ const attentionChainCheck: GpuCheck = {
   async run(gpu) {
     const random = seededRandom(105);
     for (const s of [ATTENTION_SHAPES[0], ATTENTION_SHAPES[1]]) {
-      await withOps(gpu, s.D, async (ops, forwardOps) => {
+      await withOps(gpu, s.D, async (ops) => {
         const { B, T, H, Hk, D, S, maskLen } = s;
         const R = B * T;
         const width = (H + 2 * Hk) * D;
@@ -283,8 +279,8 @@ const attentionChainCheck: GpuCheck = {
         const dqkvGpu = storageBuffer(gpu.device, R * width * 4, 'dqkv');
         const cursor = uniformBuffer(gpu.device, [0, 0, 0, 0], 'cursor');
         run(gpu, [
-          forwardOps.ropeAndStoreKv(qkvGpu, positionsGpu, tableGpu, kGpu, vGpu, cursor, { B, T, H, Hk, D, S }),
-          forwardOps.attention(qkvGpu, kGpu, vGpu, maskGpu, outGpu, lseGpu, cursor, s),
+          ops.ropeAndStoreKv(qkvGpu, positionsGpu, tableGpu, kGpu, vGpu, cursor, { B, T, H, Hk, D, S }),
+          ops.attention(qkvGpu, kGpu, vGpu, maskGpu, outGpu, lseGpu, cursor, s),
           ops.attentionBackwardQuery(qkvGpu, kGpu, vGpu, maskGpu, doutGpu, lseGpu, deltaGpu, dqkvGpu, s),
           ops.attentionBackwardKey(qkvGpu, kGpu, vGpu, maskGpu, doutGpu, lseGpu, deltaGpu, dqkvGpu, s),
           ops.ropeBackward(dqkvGpu, positionsGpu, tableGpu, { R, H, Hk, D }),

@@ -19,7 +19,6 @@
 // few plans are built), not on all R: prompts and observations are most rows, and the head's [R, V]
 // logits were the largest matmul and memory traffic of a step. Their gradient dhHead [N, C] goes back
 // to dh [R, C] by a second gather through rowToHead, whose other rows read dhHead's row R, kept zero.
-import { BackwardOps } from '../backward-ops.ts';
 import { storageBuffer, uniformBuffer } from '../gpu/buffers.ts';
 import type { Dispatch } from '../gpu/kernels.ts';
 import { wholeMatrix, type GpuMatrix } from '../gpu/matrix.ts';
@@ -52,7 +51,6 @@ export class TrainingState extends ForwardState {
   /** The model's weights whose gradients plan() takes (full-parameter mode), or null. */
   readonly fullWeights: TrainableWeights | null;
   private readonly layerBuffers: LayerActivations[];
-  private readonly backward: BackwardOps;
   // head and loss
   readonly targets: GPUBuffer;
   readonly logprob: GPUBuffer;
@@ -132,7 +130,6 @@ export class TrainingState extends ForwardState {
         xMid: buffer(R * C, `x mid ${l}`),
       };
     });
-    this.backward = new BackwardOps(model.kernels);
     this.targets = buffer(R, 'targets');
     this.logprob = buffer(R, 'logprob');
     this.entropy = buffer(R, 'entropy');
@@ -242,7 +239,7 @@ export class TrainingState extends ForwardState {
   }
 
   private buildPlan(N: number): Dispatch[] {
-    const { model, ops, backward, R, T } = this;
+    const { model, ops, R, T } = this;
     const { hiddenSize: C, numHeads: H, numKvHeads: Hk, headDim: D, intermediateSize: F, vocabSize: V, rmsNormEps: eps } = model.config;
     const vh = this.valueHead;
     const full = this.fullWeights;
@@ -255,7 +252,7 @@ export class TrainingState extends ForwardState {
       !b ? [] : [ops.gemm(this.ones, dy, grad(b), { M: 1, N: b.cols, K: R, sAm: 1, sAk: 1, sBn: 1, sBk: b.cols, accumulate: true })];
     /** Full mode: the norm weight's gradient, from x, dy and the rs its rmsnormBackward just wrote. */
     const normGrad = (x: GPUBuffer, w: ParameterView | undefined): Dispatch[] =>
-      !w ? [] : [backward.rmsnormWeightGrad(x, this.dh, this.rs, grad(w), { R, C, accumulate: true })];
+      !w ? [] : [ops.rmsnormWeightGrad(x, this.dh, this.rs, grad(w), { R, C, accumulate: true })];
     const dispatches: Dispatch[] = [
       ...this.body(T, this.ids),
       this.finalNorm(T),
@@ -269,14 +266,14 @@ export class TrainingState extends ForwardState {
         gLogprob: this.gLogprob, gEntropy: this.gEntropy, gValue: this.gValue, rowMetrics: this.rowMetrics, sums: this.metricSums,
       }),
       // LM head and value head, then their input gradient back to all R rows (zero off the loss rows)
-      backward.logitsBackward(this.headLogits, this.targets, this.gLogprob, this.gEntropy, this.dlogits, N, V),
+      ops.logitsBackward(this.headLogits, this.targets, this.gLogprob, this.gEntropy, this.dlogits, N, V),
       ...ops.matmulInputGrad(this.dlogits, model.lmHead, this.dhHead, { M: N, ldDy: V }),
       ...weightGrad(this.dlogits, V, this.hHead, full?.lmHead, N),
       ops.gemm(this.gValue, vh.weight.matrix.chunks[0].buffer, this.dhHead, { M: N, N: C, K: 1, sAm: 1, sAk: 1, sBn: 1, sBk: 1, accumulate: true }),
       ops.gemm(this.gValue, this.hHead, vh.weight.grad.chunks[0].buffer, { M: 1, N: C, K: N, sAm: 1, sAk: 1, sBn: 1, sBk: C, accumulate: true }),
       ops.gemm(this.gValue, this.ones, vh.bias.grad.chunks[0].buffer, { M: 1, N: 1, K: N, sAm: 1, sAk: 1, sBn: 1, sBk: 1, accumulate: true }),
       ...ops.gatherRows(wholeMatrix(this.dhHead, R + 1, C), this.rowToHead, this.dh, R),
-      backward.rmsnormBackward(this.x, model.finalNorm, this.dh, this.dx, this.rs, { R, C, eps }),
+      ops.rmsnormBackward(this.x, model.finalNorm, this.dh, this.dx, this.rs, { R, C, eps }),
       ...normGrad(this.x, full?.finalNorm),
     ];
     const qkvWidth = (H + 2 * Hk) * D;
@@ -290,33 +287,33 @@ export class TrainingState extends ForwardState {
         ...ops.matmulInputGrad(this.dx, layer.down, this.dact, { M: R, ldDy: C }),
         ...weightGrad(this.dx, C, a.act, w?.down),
         ...this.loraBackward(l, 'down_proj', a.act, F, this.dx, C, 0, this.dact),
-        backward.siluMulBackward(a.gateUp, this.dact, this.dgateUp, R, F),
+        ops.siluMulBackward(a.gateUp, this.dact, this.dgateUp, R, F),
         ...ops.matmulInputGrad(this.dgateUp, layer.gateUp, this.dh, { M: R, ldDy: 2 * F }),
         ...weightGrad(this.dgateUp, 2 * F, a.h2, w?.gateUp),
         ...this.loraBackward(l, 'gate_proj', a.h2, C, this.dgateUp, 2 * F, 0, this.dh),
         ...this.loraBackward(l, 'up_proj', a.h2, C, this.dgateUp, 2 * F, F, this.dh),
-        backward.rmsnormBackward(a.xMid!, layer.postAttentionNorm, this.dh, this.dx, this.rs, { R, C, eps, accumulate: true }),
+        ops.rmsnormBackward(a.xMid!, layer.postAttentionNorm, this.dh, this.dx, this.rs, { R, C, eps, accumulate: true }),
         ...normGrad(a.xMid!, w?.postAttentionNorm),
         // attention block: x_mid = x_in + o(attention(rope(q), rope(k), v)), q, k, v from h1 = RMSNorm(x_in)
         ...ops.matmulInputGrad(this.dx, layer.o, this.dattended, { M: R, ldDy: C }),
         ...weightGrad(this.dx, C, a.attended, w?.o),
         ...biasGrad(this.dx, w?.oBias),
         ...this.loraBackward(l, 'o_proj', a.attended, H * D, this.dx, C, 0, this.dattended),
-        backward.attentionBackwardQuery(a.qkv, this.kCache[l], this.vCache[l], this.keyMask, this.dattended, a.lse, this.delta, this.dqkv, attention),
-        backward.attentionBackwardKey(a.qkv, this.kCache[l], this.vCache[l], this.keyMask, this.dattended, a.lse, this.delta, this.dqkv, attention),
-        backward.ropeBackward(this.dqkv, this.positions, model.rope, { R, H, Hk, D }),
+        ops.attentionBackwardQuery(a.qkv, this.kCache[l], this.vCache[l], this.keyMask, this.dattended, a.lse, this.delta, this.dqkv, attention),
+        ops.attentionBackwardKey(a.qkv, this.kCache[l], this.vCache[l], this.keyMask, this.dattended, a.lse, this.delta, this.dqkv, attention),
+        ops.ropeBackward(this.dqkv, this.positions, model.rope, { R, H, Hk, D }),
         ...ops.matmulInputGrad(this.dqkv, layer.qkv, this.dh, { M: R, ldDy: qkvWidth }),
         ...weightGrad(this.dqkv, qkvWidth, a.h1, w?.qkv),
         ...biasGrad(this.dqkv, w?.qkvBias),
         ...this.loraBackward(l, 'q_proj', a.h1, C, this.dqkv, qkvWidth, 0, this.dh),
         ...this.loraBackward(l, 'k_proj', a.h1, C, this.dqkv, qkvWidth, H * D, this.dh),
         ...this.loraBackward(l, 'v_proj', a.h1, C, this.dqkv, qkvWidth, (H + Hk) * D, this.dh),
-        backward.rmsnormBackward(a.xIn!, layer.inputNorm, this.dh, this.dx, this.rs, { R, C, eps, accumulate: true }),
+        ops.rmsnormBackward(a.xIn!, layer.inputNorm, this.dh, this.dx, this.rs, { R, C, eps, accumulate: true }),
         ...normGrad(a.xIn!, w?.inputNorm),
       );
     }
     // dx is now the gradient of the embedding lookup's output
-    if (full) dispatches.push(backward.embeddingBackward(this.ids, this.dx, grad(full.embedding), { R, V, C, accumulate: true }));
+    if (full) dispatches.push(ops.embeddingBackward(this.ids, this.dx, grad(full.embedding), { R, V, C, accumulate: true }));
     return dispatches;
   }
 
@@ -365,10 +362,5 @@ export class TrainingState extends ForwardState {
   /** Selects the dropout masks of a training step (the same step always draws the same masks). */
   setDropoutStep(step: number): void {
     this.write(this.dropoutCounter, new Uint32Array([step, 0, 0, 0]));
-  }
-
-  override dispose(): void {
-    super.dispose();
-    this.backward.dispose();
   }
 }
