@@ -143,6 +143,39 @@ export class OpBuilder {
     );
   }
 
+  /**
+   * The weight gradient of y = x w^T: dw [N, K] += alpha * dy[:, dyColumn0 ..]^T . x, a reduction over
+   * the M rows of dy [M, ldDy] and x [M, K].
+   */
+  matmulWeightGrad(dy: Binding, x: Binding, dw: Binding, s: { M: number; N: number; K: number; ldDy: number; dyColumn0?: number; alpha?: number }): Dispatch {
+    return this.gemm(dy, x, dw, { M: s.N, N: s.K, K: s.M, sAm: 1, sAk: s.ldDy, aOffset: s.dyColumn0, sBn: 1, sBk: s.K, alpha: s.alpha, accumulate: true });
+  }
+
+  /** The bias gradient of y = x w^T + bias: db [N] += sum_m dy[m, :] for dy [M, N], with `ones` [M] all 1 (the bias's input). */
+  biasGrad(dy: Binding, ones: Binding, db: Binding, s: { M: number; N: number }): Dispatch {
+    return this.matmulWeightGrad(ones, dy, db, { M: s.M, N: 1, K: s.N, ldDy: 1 });
+  }
+
+  /**
+   * The backward of a LoRA update y[:, dyColumn0 ..] += alpha (x A^T) B^T, given dy [M, ldDy] and the
+   * forward's t = x A^T [M, r]: dB += alpha dy^T t, dt = alpha dy B, dA += dt^T x, and dx (+)= dt A.
+   * A [r, in], B [out, r], x and dx [M, in], dt [M, r] (scratch).
+   */
+  loraBackward(
+    lora: { A: GpuMatrix; B: GpuMatrix; dA: Binding; dB: Binding; alpha: number },
+    io: { x: Binding; t: Binding; dy: Binding; dt: Binding; dx: Binding },
+    s: { M: number; ldDy: number; dyColumn0: number; accumulateDx: boolean },
+  ): Dispatch[] {
+    const { M, ldDy, dyColumn0 } = s;
+    const r = lora.A.rows;
+    return [
+      this.matmulWeightGrad(io.dy, io.t, lora.dB, { M, N: lora.B.rows, K: r, ldDy, dyColumn0, alpha: lora.alpha }),
+      ...this.matmulInputGrad(io.dy, lora.B, io.dt, { M, ldDy, dyColumn0, alpha: lora.alpha }),
+      this.matmulWeightGrad(io.dt, io.x, lora.dA, { M, N: r, K: lora.A.cols, ldDy: r }),
+      ...this.matmulInputGrad(io.dt, lora.A, io.dx, { M, ldDy: r, accumulate: s.accumulateDx }),
+    ];
+  }
+
   /** y = RMSNorm(x) * weight, x and y [R, C]. */
   rmsnorm(x: GPUBuffer | GPUBufferBinding, weight: Binding, y: GPUBuffer | GPUBufferBinding, R: number, C: number, eps: number): Dispatch {
     return this.kernels.dispatch('rmsnorm', [this.uniform('rmsnorm', [R, C, { f32: eps }]), x, weight, y], grid(R, this.kernels.rowsPerWorkgroup));

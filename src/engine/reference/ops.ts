@@ -2,20 +2,36 @@
 // point in shaders/ with the same shapes and layout (row-major, B/T/C as in the shader headers), each
 // backward right after its forward and the exact gradient of it; the kernel tests compare the GPU
 // against these, and tests/shared/backward-checks.ts these backwards against finite differences.
+import type { GemmShape } from '../ops.ts';
 import type { ResolvedSampling } from '../sampling-params.ts';
 
 type Vec = ArrayLike<number>;
 
-/** y[m, n] = alpha * sum_k x[m, k] w[n, k] + bias[n]; x [M, K], w [N, K] (nn.Linear layout). */
-export function matmul(x: Vec, w: Vec, M: number, N: number, K: number, bias: Vec | null = null, alpha = 1): Float64Array {
-  const y = new Float64Array(M * N);
-  for (let m = 0; m < M; m++) {
-    for (let n = 0; n < N; n++) {
+/**
+ * The strided product of matmul.wgsl (OpBuilder.gemm): y[m, column0 + n] = alpha sum_k A(m, k) B(n, k),
+ * plus y's old value with `accumulate`, where A(m, k) = a[aOffset + m sAm + k sAk] and
+ * B(n, k) = b[bOffset + n sBn + k sBk]. y [M, ldY] starts as a copy of `y0` (zeros without it); its
+ * columns outside [column0, column0 + N) keep their values.
+ */
+export function gemm(a: Vec, b: Vec, g: GemmShape, y0: Vec | null = null): Float64Array {
+  const ldY = g.ldY ?? g.N;
+  const column0 = g.column0 ?? 0;
+  const y = y0 ? Float64Array.from(y0) : new Float64Array(g.M * ldY);
+  for (let m = 0; m < g.M; m++) {
+    for (let n = 0; n < g.N; n++) {
       let sum = 0;
-      for (let k = 0; k < K; k++) sum += x[m * K + k] * w[n * K + k];
-      y[m * N + n] = alpha * sum + (bias ? bias[n] : 0);
+      for (let k = 0; k < g.K; k++) sum += a[(g.aOffset ?? 0) + m * g.sAm + k * g.sAk] * b[(g.bOffset ?? 0) + n * g.sBn + k * g.sBk];
+      const at = m * ldY + column0 + n;
+      y[at] = (g.alpha ?? 1) * sum + (g.accumulate ? y[at] : 0);
     }
   }
+  return y;
+}
+
+/** y[m, n] = alpha * sum_k x[m, k] w[n, k] + bias[n]; x [M, K], w [N, K] (nn.Linear layout). */
+export function matmul(x: Vec, w: Vec, M: number, N: number, K: number, bias: Vec | null = null, alpha = 1): Float64Array {
+  const y = gemm(x, w, { M, N, K, sAm: K, sAk: 1, sBn: K, sBk: 1, alpha });
+  if (bias) for (let m = 0; m < M; m++) for (let n = 0; n < N; n++) y[m * N + n] += bias[n];
   return y;
 }
 

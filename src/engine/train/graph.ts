@@ -21,7 +21,7 @@
 // to dh [R, C] by a second gather through rowToHead, whose other rows read dhHead's row R, kept zero.
 import { storageBuffer, uniformBuffer } from '../gpu/buffers.ts';
 import type { Dispatch } from '../gpu/kernels.ts';
-import { wholeMatrix, type GpuMatrix } from '../gpu/matrix.ts';
+import { wholeMatrix } from '../gpu/matrix.ts';
 import type { GpuModel, TrainableWeights } from '../gpu-model.ts';
 import { ForwardState, type LayerActivations } from '../forward.ts';
 import { LORA_TARGETS, type LoraTarget } from '../lora/adapter.ts';
@@ -246,10 +246,10 @@ export class TrainingState extends ForwardState {
     const grad = (w: ParameterView) => w.grad.chunks[0].buffer;
     /** Full mode: dW [out, in] += dy^T x for y = x W^T, dy [rows, ldDy] (ldDy = out), x [rows, in]. */
     const weightGrad = (dy: GPUBuffer, ldDy: number, x: GPUBuffer, w: ParameterView | undefined, rows = R): Dispatch[] =>
-      !w ? [] : [ops.gemm(dy, x, grad(w), { M: w.rows, N: w.cols, K: rows, sAm: 1, sAk: ldDy, sBn: 1, sBk: w.cols, accumulate: true })];
+      !w ? [] : [ops.matmulWeightGrad(dy, x, grad(w), { M: rows, N: w.rows, K: w.cols, ldDy })];
     /** Full mode: db [n] += sum_r dy[r, :], dy [R, n]. */
     const biasGrad = (dy: GPUBuffer, b: ParameterView | null | undefined): Dispatch[] =>
-      !b ? [] : [ops.gemm(this.ones, dy, grad(b), { M: 1, N: b.cols, K: R, sAm: 1, sAk: 1, sBn: 1, sBk: b.cols, accumulate: true })];
+      !b ? [] : [ops.biasGrad(dy, this.ones, grad(b), { M: R, N: b.cols })];
     /** Full mode: the norm weight's gradient, from x, dy and the rs its rmsnormBackward just wrote. */
     const normGrad = (x: GPUBuffer, w: ParameterView | undefined): Dispatch[] =>
       !w ? [] : [ops.rmsnormWeightGrad(x, this.dh, this.rs, grad(w), { R, C, accumulate: true })];
@@ -269,9 +269,9 @@ export class TrainingState extends ForwardState {
       ops.logitsBackward(this.headLogits, this.targets, this.gLogprob, this.gEntropy, this.dlogits, N, V),
       ...ops.matmulInputGrad(this.dlogits, model.lmHead, this.dhHead, { M: N, ldDy: V }),
       ...weightGrad(this.dlogits, V, this.hHead, full?.lmHead, N),
-      ops.gemm(this.gValue, vh.weight.matrix.chunks[0].buffer, this.dhHead, { M: N, N: C, K: 1, sAm: 1, sAk: 1, sBn: 1, sBk: 1, accumulate: true }),
-      ops.gemm(this.gValue, this.hHead, vh.weight.grad.chunks[0].buffer, { M: 1, N: C, K: N, sAm: 1, sAk: 1, sBn: 1, sBk: C, accumulate: true }),
-      ops.gemm(this.gValue, this.ones, vh.bias.grad.chunks[0].buffer, { M: 1, N: 1, K: N, sAm: 1, sAk: 1, sBn: 1, sBk: 1, accumulate: true }),
+      ...ops.matmulInputGrad(this.gValue, vh.weight.matrix, this.dhHead, { M: N, ldDy: 1, accumulate: true }),
+      ops.matmulWeightGrad(this.gValue, this.hHead, vh.weight.grad.chunks[0].buffer, { M: N, N: 1, K: C, ldDy: 1 }),
+      ops.biasGrad(this.gValue, this.ones, vh.bias.grad.chunks[0].buffer, { M: N, N: 1 }),
       ...ops.gatherRows(wholeMatrix(this.dhHead, R + 1, C), this.rowToHead, this.dh, R),
       ops.rmsnormBackward(this.x, model.finalNorm, this.dh, this.dx, this.rs, { R, C, eps }),
       ...normGrad(this.x, full?.finalNorm),
@@ -318,8 +318,8 @@ export class TrainingState extends ForwardState {
   }
 
   /**
-   * Gradients of y[:, column0 ..] += s (x A^T) B^T given dy: dB += s dy^T t, dt = s dy B, dA += dt^T x,
-   * and dx += dt A, where t = x A^T was kept by the forward.
+   * Gradients of y[:, column0 ..] += s (x A^T) B^T given dy into the adapter's parameter gradients and
+   * dx (through the dropout mask, when A saw a dropped-out input).
    */
   private loraBackward(layer: number, target: LoraTarget, input: GPUBuffer, inFeatures: number, dy: GPUBuffer, ldDy: number, column0: number, dx: GPUBuffer): Dispatch[] {
     const module = this.adapter?.module(layer, target);
@@ -327,24 +327,12 @@ export class TrainingState extends ForwardState {
     const { ops, R } = this;
     // With dropout, A saw the dropped-out input, and the input's gradient passes the same mask.
     const dropped = this.droppedInputs.get(`${layer}.${target}`);
-    const x = dropped ?? input;
-    const r = this.adapter.rank;
-    const s = this.adapter.scaling;
-    const out = module.B.rows;
-    const t = this.layerBuffers[layer].loraHidden(target);
-    const dt = this.dLoraHidden!;
-    const param = (m: GpuMatrix) => m.chunks[0].buffer;
-    const grads = this.adapter.parameters;
+    const grad = (name: string) => this.adapter!.parameters.view(name).grad.chunks[0].buffer;
+    const lora = { A: module.A, B: module.B, dA: grad(module.names.A), dB: grad(module.names.B), alpha: this.adapter.scaling };
+    const io = { x: dropped ?? input, t: this.layerBuffers[layer].loraHidden(target), dy, dt: this.dLoraHidden!, dx: dropped ? this.droppedGrad! : dx };
     return [
-      ops.gemm(dy, t, param(grads.view(module.names.B).grad), { M: out, N: r, K: R, sAm: 1, sAk: ldDy, aOffset: column0, sBn: 1, sBk: r, alpha: s, accumulate: true }),
-      ops.gemm(dy, param(module.B), dt, { M: R, N: r, K: out, sAm: ldDy, sAk: 1, aOffset: column0, sBn: 1, sBk: r, alpha: s }),
-      ops.gemm(dt, x, param(grads.view(module.names.A).grad), { M: r, N: inFeatures, K: R, sAm: 1, sAk: r, sBn: 1, sBk: inFeatures, accumulate: true }),
-      ...(dropped
-        ? [
-            ops.gemm(dt, param(module.A), this.droppedGrad!, { M: R, N: inFeatures, K: r, sAm: r, sAk: 1, sBn: 1, sBk: inFeatures }),
-            ops.dropout(this.droppedGrad!, dx, this.dropoutCounter, { ...this.dropoutStream(layer, target), N: R * inFeatures, accumulate: true }),
-          ]
-        : [ops.gemm(dt, param(module.A), dx, { M: R, N: inFeatures, K: r, sAm: r, sAk: 1, sBn: 1, sBk: inFeatures, accumulate: true })]),
+      ...ops.loraBackward(lora, io, { M: R, ldDy, dyColumn0: column0, accumulateDx: !dropped }),
+      ...(dropped ? [ops.dropout(this.droppedGrad!, dx, this.dropoutCounter, { ...this.dropoutStream(layer, target), N: R * inFeatures, accumulate: true })] : []),
     ];
   }
 
