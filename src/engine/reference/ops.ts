@@ -2,7 +2,7 @@
 // point in shaders/ with the same shapes and layout (row-major, B/T/C as in the shader headers), each
 // backward right after its forward and the exact gradient of it; the kernel tests compare the GPU
 // against these, and tests/shared/backward-checks.ts these backwards against finite differences.
-import type { GemmShape } from '../ops.ts';
+import type { AttentionShape as KernelAttentionShape, GemmShape } from '../ops.ts';
 import type { ResolvedSampling } from '../sampling-params.ts';
 
 type Vec = ArrayLike<number>;
@@ -107,15 +107,8 @@ export function ropeBackward(dqkv: Vec, positions: Vec, table: Vec, s: { R: numb
   return out;
 }
 
-/** The shape of `attention` and its backward; `rowLimits` makes it tree-structured. */
-export interface AttentionShape {
-  B: number;
-  T: number;
-  H: number;
-  Hk: number;
-  D: number;
-  S: number;
-  maskLen: number;
+/** The shape of `attention` and its backward, the kernels' (OpBuilder) with the cache slot of the first query; `rowLimits` makes it tree-structured. */
+export interface AttentionShape extends Omit<KernelAttentionShape, 'tree'> {
   slot0: number;
   /**
    * Tree-structured batches: a (prefix, segment) pair per query row b*T + t, [B*T*2]; the query then sees only
