@@ -66,6 +66,17 @@ struct Params {
 
 const WG: u32 = 64u;
 
+/** Whether key slot s of sequence b is a real token (padding keys are seen only by their own query). */
+fn key_is_real(b: u32, s: u32) -> bool {
+  return s >= p.maskLen || keyMask[b * p.maskLen + s] != 0u;
+}
+
+/** Tree batches: the (prefix, segment) limits of query row r, segment clamped to the query's slot. */
+fn row_limits(r: u32, slot: u32) -> vec2<u32> {
+  let at = p.B * p.maskLen + 2u * r;
+  return vec2<u32>(keyMask[at], min(keyMask[at + 1u], slot));
+}
+
 @compute @workgroup_size(WG)
 fn attention(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let index = gid.x + gid.y * nwg.x * WG;
@@ -86,20 +97,16 @@ fn attention(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgro
   var runningMax = -3.0e38;
   var denominator = 0.0;
   let cacheBase = (b * p.Hk + kvHead) * p.S;
-  // keys [prefix, segment) are hidden from this query (none without a tree)
-  var prefix = 0u;
-  var segment = 0u;
+  // keys [limits.x, limits.y) are hidden from this query (none without a tree)
+  var limits = vec2<u32>(0u, 0u);
   if (p.tree != 0u) {
-    let limits = p.B * p.maskLen + 2u * r;
-    prefix = keyMask[limits];
-    segment = min(keyMask[limits + 1u], slot);
+    limits = row_limits(r, slot);
   }
   for (var s = 0u; s <= slot; s++) {
-    if (s >= prefix && s < segment) {
-      s = segment;
+    if (s >= limits.x && s < limits.y) {
+      s = limits.y;
     }
-    let real = s >= p.maskLen || keyMask[b * p.maskLen + s] != 0u || s == slot;
-    if (!real) {
+    if (!(s == slot || key_is_real(b, s))) {
       continue;
     }
     let kBase = (cacheBase + s) * V4;
@@ -127,17 +134,6 @@ fn attention(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgro
 // delta: written by the query kernel, read by the key kernel
 @group(0) @binding(7) var<storage, read_write> attnDelta: array<f32>;
 @group(0) @binding(8) var<storage, read_write> attnDqkv: array<vec4<f32>>;
-
-/** Whether key slot s of sequence b is a real token (padding keys are seen only by their own query). */
-fn key_is_real(b: u32, s: u32) -> bool {
-  return s >= p.maskLen || keyMask[b * p.maskLen + s] != 0u;
-}
-
-/** Tree batches: the (prefix, segment) limits of query row r, segment clamped to the query's slot t. */
-fn row_limits(r: u32, t: u32) -> vec2<u32> {
-  let at = p.B * p.maskLen + 2u * r;
-  return vec2<u32>(keyMask[at], min(keyMask[at + 1u], t));
-}
 
 @compute @workgroup_size(WG)
 fn attention_backward_query(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
