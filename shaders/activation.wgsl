@@ -1,7 +1,12 @@
-// SwiGLU activation of the MLP:  out[r, j] = silu(gateUp[r, j]) * gateUp[r, F + j],  silu(g) = g / (1 + exp(-g))
+// SwiGLU activation of the MLP, forward and backward. f32, row-major; R = B*T token rows.
 //
-// Shapes (f32, row-major): gateUp [R, 2F] (the gate and up projections side by side, from one fused
-// matmul), out [R, F]. One invocation per output element, numbered across a 2-D grid.
+// silu_mul            out[r, j] = silu(g) * u,   g = gateUp[r, j], u = gateUp[r, F + j],   silu(g) = g / (1 + exp(-g))
+//                     gateUp [R, 2F] (the gate and up projections side by side, from one fused matmul)  ->  out [R, F]
+// silu_mul_backward   gateUp [R, 2F] (the forward's input), dout [R, F]  ->  dgateUp [R, 2F] (overwritten):
+//                       dg = dout * u * sig(g) * (1 + g * (1 - sig(g))),   du = dout * silu(g)
+//
+// One invocation per (r, j), numbered across a 2-D grid. Bindings 0 and 1 are shared; each entry
+// point numbers the rest of its own.
 
 struct Params {
   R: u32,
@@ -27,4 +32,27 @@ fn silu_mul(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
   let g = gateUp[r * 2u * p.F + j];
   let u = gateUp[r * 2u * p.F + p.F + j];
   out[index] = g / (1.0 + exp(-g)) * u;
+}
+
+// ---- silu_mul_backward --------------------------------------------------------------------------
+
+@group(0) @binding(2) var<storage, read> siluDout: array<f32>;
+@group(0) @binding(3) var<storage, read_write> siluDgateUp: array<f32>;
+
+@compute @workgroup_size(WG)
+fn silu_mul_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let index = gid.x + gid.y * nwg.x * WG;
+  let F = p.F;
+  if (index >= p.R * F) {
+    return;
+  }
+  let r = index / F;
+  let j = index % F;
+  let gateAt = r * 2u * F + j;
+  let g = gateUp[gateAt];
+  let u = gateUp[gateAt + F];
+  let dout = siluDout[index];
+  let sig = 1.0 / (1.0 + exp(-g)); // exp overflows to inf for g << 0, giving sig = 0 as it should
+  siluDgateUp[gateAt] = dout * u * sig * (1.0 + g * (1.0 - sig));
+  siluDgateUp[gateAt + F] = dout * g * sig;
 }

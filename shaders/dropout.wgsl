@@ -2,7 +2,7 @@
 // the forward used instead of storing it:
 //
 //   out[i] (+)= keep(i) ? x[i] * scale : 0,   scale = 1 / (1 - p)
-//   keep(i) = pcg(seed ^ pcg(stream ^ pcg(step ^ pcg(i)))) >= threshold,   threshold = p * 2^32
+//   keep(i) = pcg(seed ^ pcg(stream ^ pcg(step ^ pcg(i)))) >= threshold,   threshold = p * 2^32   (pcg: common.wgsl)
 //
 // Shapes: x, out [N] f32 (N = rows * features of one LoRA input). `stream` numbers the adapted
 // projections (layer * 7 + projection), `counter.step` the training steps: the same (seed, stream,
@@ -33,13 +33,6 @@ struct Counter {
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
 const WG: u32 = 64u;
-
-// PCG hash (Jarzynski & Olano, 2020), as in sampling.wgsl.
-fn pcg(v: u32) -> u32 {
-  let state = v * 747796405u + 2891336453u;
-  let word = ((state >> ((state >> 28u) + 4u)) ^ state) * 277803737u;
-  return (word >> 22u) ^ word;
-}
 
 @compute @workgroup_size(WG)
 fn dropout(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

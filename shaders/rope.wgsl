@@ -1,4 +1,4 @@
-// Rotary position embedding and KV-cache store for one layer.
+// Rotary position embedding and KV-cache store for one layer, forward and backward. f32, row-major.
 //
 // The q, k and v projections live side by side in one activation row (a fused qkv matmul):
 //   qkv [R, (H + 2*Hk) * D]   row r = b * T + t; columns: H query heads, then Hk key heads, then Hk value heads
@@ -7,10 +7,18 @@
 //   kCache, vCache [B, Hk, S, D]   token (b, t) is stored at cache slot cursor.slot0 + t
 //   cursor                    the first cache slot of this forward (0 for a prompt, then one more per decode step)
 //
-// Rotation follows Hugging Face's rotate_half: pairs (i, i + D/2) of each head,
-//   out[i] = x[i] cos - x[i + D/2] sin,   out[i + D/2] = x[i + D/2] cos + x[i] sin.
-// Query heads are rotated in place; key heads are rotated into the cache; value heads are copied.
-// One invocation per (row, head) over H + 2*Hk heads, numbered across a 2-D grid.
+// rope_and_store_kv   Rotation follows Hugging Face's rotate_half: pairs (i, i + D/2) of each head,
+//                       out[i] = x[i] cos - x[i + D/2] sin,   out[i + D/2] = x[i + D/2] cos + x[i] sin.
+//                     Query heads are rotated in place; key heads are rotated into the cache; value heads
+//                     are copied. One invocation per (row, head) over H + 2*Hk heads.
+// rope_backward       In place on the gradient dqkv [R, (H + 2*Hk) * D], laid out like qkv: the transpose
+//                     (inverse) of the forward rotation on the H query and Hk key heads,
+//                       x1' = x1 cos + x2 sin,   x2' = x2 cos - x1 sin
+//                     with the forward's positions and rope table. Value heads are not touched.
+//                     One invocation per (row, q or k head).
+//
+// Invocations are numbered across a 2-D grid. positions and rope are shared bindings; each entry
+// point numbers the rest of its own.
 
 struct Params {
   R: u32,
@@ -19,13 +27,6 @@ struct Params {
   Hk: u32,
   D: u32,
   S: u32,
-  _pad0: u32,
-  _pad1: u32,
-}
-
-struct Cursor {
-  slot0: u32,
-  step: u32,
   _pad0: u32,
   _pad1: u32,
 }
@@ -81,5 +82,40 @@ fn rope_and_store_kv(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num
     for (var d = 0u; d < p.D; d++) {
       vCache[cacheBase + d] = qkv[rowBase + d];
     }
+  }
+}
+
+// ---- rope_backward ------------------------------------------------------------------------------
+
+struct RopeParams {
+  R: u32,
+  H: u32,
+  Hk: u32,
+  D: u32,
+}
+
+@group(0) @binding(0) var<uniform> ropeParams: RopeParams;
+@group(0) @binding(1) var<storage, read_write> ropeDqkv: array<f32>;
+
+@compute @workgroup_size(WG)
+fn rope_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let rotated = ropeParams.H + ropeParams.Hk; // the q and k heads, which come first in a row
+  let index = gid.x + gid.y * nwg.x * WG;
+  if (index >= ropeParams.R * rotated) {
+    return;
+  }
+  let r = index / rotated;
+  let head = index % rotated;
+  let D = ropeParams.D;
+  let half = D / 2u;
+  let rowBase = r * (ropeParams.H + 2u * ropeParams.Hk) * D + head * D;
+  let tableBase = positions[r] * half * 2u;
+  for (var i = 0u; i < half; i++) {
+    let c = rope[tableBase + 2u * i];
+    let s = rope[tableBase + 2u * i + 1u];
+    let x1 = ropeDqkv[rowBase + i];
+    let x2 = ropeDqkv[rowBase + i + half];
+    ropeDqkv[rowBase + i] = x1 * c + x2 * s;
+    ropeDqkv[rowBase + i + half] = x2 * c - x1 * s;
   }
 }

@@ -27,13 +27,6 @@ struct Params {
   rowSeeds: u32,
 }
 
-struct Cursor {
-  slot0: u32,
-  step: u32,
-  _pad0: u32,
-  _pad1: u32,
-}
-
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<uniform> cursor: Cursor;
 @group(0) @binding(2) var<storage, read> logits: array<f32>;
@@ -50,13 +43,6 @@ var<workgroup> chosen: u32;
 fn order_key(value: f32) -> u32 {
   let bits = bitcast<u32>(value);
   return select(bits | 0x80000000u, ~bits, (bits & 0x80000000u) != 0u);
-}
-
-// PCG hash (Jarzynski & Olano, 2020).
-fn pcg(v: u32) -> u32 {
-  let state = v * 747796405u + 2891336453u;
-  let word = ((state >> ((state >> 28u) + 4u)) ^ state) * 277803737u;
-  return (word >> 22u) ^ word;
 }
 
 fn uniform01(seed: u32, b: u32, step: u32) -> f32 {

@@ -1,6 +1,9 @@
-// Builders of kernel dispatches with their shapes checked: one method per WGSL entry point.
-// Each call creates the small uniform buffer that describes its shapes; the builder owns those
-// buffers and frees them on dispose(), so a forward plan built from it can be replayed for free.
+// Builders of kernel dispatches with their shapes checked: one method per WGSL entry point, each
+// operation's backward right after its forward, as in its module in shaders/. Each call creates the
+// small uniform buffer that describes its shapes; the builder owns those buffers and frees them on
+// dispose(), so a plan built from it can be replayed for free. Buffers may be whole GPUBuffers or
+// GPUBufferBindings (a row range of a bigger buffer); every index in the kernels is relative to the
+// bound range.
 import { grid, uniformBuffer, type UniformField } from './gpu/buffers.ts';
 import type { Dispatch, Kernels } from './gpu/kernels.ts';
 import type { GpuMatrix } from './gpu/matrix.ts';
@@ -36,6 +39,24 @@ export interface MatmulShape {
   alpha?: number;
   /** First output column of y to write (default 0): a LoRA update of the k slice of a fused qkv row. */
   column0?: number;
+}
+
+/** Shapes of one layer's attention; its backward needs a forward with cursor.slot0 = 0 over T <= S tokens. */
+export interface AttentionShape {
+  B: number;
+  T: number;
+  H: number;
+  Hk: number;
+  D: number;
+  /** Cache capacity (slots per sequence) of kCache and vCache. */
+  S: number;
+  /** Columns of keyMask; slots >= maskLen are real tokens. */
+  maskLen: number;
+  /**
+   * A tree-structured batch: keyMask [B, maskLen] is followed by a (prefix, segment) pair of u32 per query
+   * row [B*T, 2], and query t sees only the keys s < prefix and segment <= s <= t (src/engine/train/batch.ts).
+   */
+  tree?: boolean;
 }
 
 /** The tiled matmul pays off from this many rows; fewer rows use the one-row-per-invocation variant. */
@@ -122,9 +143,58 @@ export class OpBuilder {
     );
   }
 
+  /**
+   * The weight gradient of y = x w^T: dw [N, K] += alpha * dy[:, dyColumn0 ..]^T . x, a reduction over
+   * the M rows of dy [M, ldDy] and x [M, K].
+   */
+  matmulWeightGrad(dy: Binding, x: Binding, dw: Binding, s: { M: number; N: number; K: number; ldDy: number; dyColumn0?: number; alpha?: number }): Dispatch {
+    return this.gemm(dy, x, dw, { M: s.N, N: s.K, K: s.M, sAm: 1, sAk: s.ldDy, aOffset: s.dyColumn0, sBn: 1, sBk: s.K, alpha: s.alpha, accumulate: true });
+  }
+
+  /** The bias gradient of y = x w^T + bias: db [N] += sum_m dy[m, :] for dy [M, N], with `ones` [M] all 1 (the bias's input). */
+  biasGrad(dy: Binding, ones: Binding, db: Binding, s: { M: number; N: number }): Dispatch {
+    return this.matmulWeightGrad(ones, dy, db, { M: s.M, N: 1, K: s.N, ldDy: 1 });
+  }
+
+  /**
+   * The backward of a LoRA update y[:, dyColumn0 ..] += alpha (x A^T) B^T, given dy [M, ldDy] and the
+   * forward's t = x A^T [M, r]: dB += alpha dy^T t, dt = alpha dy B, dA += dt^T x, and dx (+)= dt A.
+   * A [r, in], B [out, r], x and dx [M, in], dt [M, r] (scratch).
+   */
+  loraBackward(
+    lora: { A: GpuMatrix; B: GpuMatrix; dA: Binding; dB: Binding; alpha: number },
+    io: { x: Binding; t: Binding; dy: Binding; dt: Binding; dx: Binding },
+    s: { M: number; ldDy: number; dyColumn0: number; accumulateDx: boolean },
+  ): Dispatch[] {
+    const { M, ldDy, dyColumn0 } = s;
+    const r = lora.A.rows;
+    return [
+      this.matmulWeightGrad(io.dy, io.t, lora.dB, { M, N: lora.B.rows, K: r, ldDy, dyColumn0, alpha: lora.alpha }),
+      ...this.matmulInputGrad(io.dy, lora.B, io.dt, { M, ldDy, dyColumn0, alpha: lora.alpha }),
+      this.matmulWeightGrad(io.dt, io.x, lora.dA, { M, N: r, K: lora.A.cols, ldDy: r }),
+      ...this.matmulInputGrad(io.dt, lora.A, io.dx, { M, ldDy: r, accumulate: s.accumulateDx }),
+    ];
+  }
+
   /** y = RMSNorm(x) * weight, x and y [R, C]. */
   rmsnorm(x: GPUBuffer | GPUBufferBinding, weight: Binding, y: GPUBuffer | GPUBufferBinding, R: number, C: number, eps: number): Dispatch {
     return this.kernels.dispatch('rmsnorm', [this.uniform('rmsnorm', [R, C, { f32: eps }]), x, weight, y], grid(R, this.kernels.rowsPerWorkgroup));
+  }
+
+  /**
+   * dx [R, C] (+)= the gradient of y = RMSNorm(x) * weight given dy [R, C]; also writes rs [R] (each row's
+   * 1 / rms) for rmsnormWeightGrad. `accumulate` adds into dx (the residual stream's gradient). dx must
+   * not be dy.
+   */
+  rmsnormBackward(x: Binding, weight: Binding, dy: Binding, dx: Binding, rs: Binding, s: { R: number; C: number; eps: number; accumulate?: boolean }): Dispatch {
+    const params = this.uniform('rmsnorm backward', [s.R, s.C, { f32: s.eps }, s.accumulate ? 1 : 0]);
+    return this.kernels.dispatch('rmsnorm_backward', [params, x, weight, dy, dx, rs], grid(s.R, this.kernels.rowsPerWorkgroup));
+  }
+
+  /** dweight [C] (+)= sum_r dy[r, :] * x[r, :] * rs[r], with rs [R] written by rmsnormBackward. */
+  rmsnormWeightGrad(x: Binding, dy: Binding, rs: Binding, dweight: Binding, s: { R: number; C: number; accumulate?: boolean }): Dispatch {
+    const params = this.uniform('rmsnorm weight grad', [s.R, s.C, s.accumulate ? 1 : 0]);
+    return this.kernels.dispatch('rmsnorm_weight_grad', [params, x, dy, rs, dweight], grid(s.C, 64));
   }
 
   /** RoPE on the q and k heads of qkv [B*T, (H+2Hk)*D]; k and v stored at cache slots cursor.slot0 + t. */
@@ -137,6 +207,12 @@ export class OpBuilder {
     return this.kernels.dispatch('rope_and_store_kv', [params, qkv, positions, rope, kCache, vCache, cursor], grid(R * (s.H + 2 * s.Hk), 64));
   }
 
+  /** Un-rotates, in place, the q and k heads of the gradient dqkv [R, (H+2Hk)*D] with the forward's positions and table. */
+  ropeBackward(dqkv: Binding, positions: Binding, rope: Binding, s: { R: number; H: number; Hk: number; D: number }): Dispatch {
+    const params = this.uniform('rope backward', [s.R, s.H, s.Hk, s.D]);
+    return this.kernels.dispatch('rope_backward', [params, dqkv, positions, rope], grid(s.R * (s.H + s.Hk), 64));
+  }
+
   /**
    * Causal GQA of the T new tokens of each sequence against the cache; out [B*T, H*D], lse [B*T, H].
    * With `tree` (training of tree-structured batches, slot0 = 0), keyMask [B, maskLen] is followed by a
@@ -144,11 +220,28 @@ export class OpBuilder {
    */
   attention(
     qkv: GPUBuffer, kCache: GPUBuffer, vCache: GPUBuffer, keyMask: GPUBuffer, out: GPUBuffer, lse: GPUBuffer, cursor: GPUBuffer,
-    s: { B: number; T: number; H: number; Hk: number; D: number; S: number; maskLen: number; tree?: boolean },
+    s: AttentionShape,
   ): Dispatch {
-    if (s.D !== this.kernels.headDim) throw new RangeError(`attention: head_dim ${s.D} but kernels specialised for ${this.kernels.headDim}`);
-    const params = this.uniform('attention', [s.B, s.T, s.H, s.Hk, s.S, s.maskLen, { f32: 1 / Math.sqrt(s.D) }, s.tree ? 1 : 0]);
-    return this.kernels.dispatch('attention', [params, qkv, kCache, vCache, keyMask, out, cursor, lse], grid(s.B * s.T * s.H, 64));
+    return this.kernels.dispatch('attention', [this.attentionParams('attention', s), qkv, kCache, vCache, keyMask, out, cursor, lse], grid(s.B * s.T * s.H, 64));
+  }
+
+  /**
+   * delta [B*T, H] = dout . out per query head, and dq into the q columns of dqkv [B*T, (H+2Hk)*D]. qkv holds
+   * the rotated queries (the forward's), kCache/vCache [B, Hk, S, D], dout [B*T, H*D], lse [B*T, H].
+   */
+  attentionBackwardQuery(
+    qkv: Binding, kCache: Binding, vCache: Binding, keyMask: Binding, dout: Binding, lse: Binding, delta: Binding, dqkv: Binding,
+    s: AttentionShape,
+  ): Dispatch {
+    return this.kernels.dispatch('attention_backward_query', [this.attentionBackwardParams(s), qkv, kCache, vCache, keyMask, dout, lse, delta, dqkv], grid(s.B * s.T * s.H, 64));
+  }
+
+  /** dk and dv into the k and v columns of dqkv, after attentionBackwardQuery has written delta. */
+  attentionBackwardKey(
+    qkv: Binding, kCache: Binding, vCache: Binding, keyMask: Binding, dout: Binding, lse: Binding, delta: Binding, dqkv: Binding,
+    s: AttentionShape,
+  ): Dispatch {
+    return this.kernels.dispatch('attention_backward_key', [this.attentionBackwardParams(s), qkv, kCache, vCache, keyMask, dout, lse, delta, dqkv], grid(s.B * s.T * s.Hk, 64));
   }
 
   /**
@@ -164,9 +257,24 @@ export class OpBuilder {
     );
   }
 
+  /**
+   * dtable [V, C] (+)= the gradient of the lookup x[r, :] = table[ids[r], :] given dx [R, C]: row v gets the sum
+   * of dx over the rows whose id is row0 + v (row0: first vocabulary row of the bound range, default 0).
+   * Without `accumulate`, rows of absent tokens are zeroed.
+   */
+  embeddingBackward(ids: Binding, dx: Binding, dtable: Binding, s: { R: number; V: number; C: number; row0?: number; accumulate?: boolean }): Dispatch {
+    const params = this.uniform('embedding backward', [s.R, s.V, s.C, s.accumulate ? 1 : 0, s.row0 ?? 0]);
+    return this.kernels.dispatch('embedding_backward', [params, ids, dx, dtable], grid(s.V, 1));
+  }
+
   /** out [R, F] = silu(gateUp[:, :F]) * gateUp[:, F:]. */
   siluMul(gateUp: GPUBuffer, out: GPUBuffer, R: number, F: number): Dispatch {
     return this.kernels.dispatch('silu_mul', [this.uniform('silu_mul', [R, F]), gateUp, out], grid(R * F, 64));
+  }
+
+  /** dgateUp [R, 2F] = the gradient of out = silu(gateUp[:, :F]) * gateUp[:, F:] given dout [R, F]. */
+  siluMulBackward(gateUp: Binding, dout: Binding, dgateUp: Binding, R: number, F: number): Dispatch {
+    return this.kernels.dispatch('silu_mul_backward', [this.uniform('silu_mul backward', [R, F]), gateUp, dout, dgateUp], grid(R * F, 64));
   }
 
   /**
@@ -184,6 +292,14 @@ export class OpBuilder {
     return this.kernels.dispatch('token_logprobs', [this.uniform('logprobs', [R, V]), logits, targets, logprob, entropy], grid(R, this.kernels.rowsPerWorkgroup));
   }
 
+  /**
+   * dlogits [R, V] = gLogprob * (onehot(target) - p) - gEntropy * p * (log p + H) for p = softmax(logits row),
+   * H its entropy; targets [R] i32 (< 0: no target, entropy term only), gLogprob and gEntropy [R].
+   */
+  logitsBackward(logits: Binding, targets: Binding, gLogprob: Binding, gEntropy: Binding, dlogits: Binding, R: number, V: number): Dispatch {
+    return this.kernels.dispatch('logits_backward', [this.uniform('logits backward', [R, V]), logits, targets, gLogprob, gEntropy, dlogits], grid(R, this.kernels.rowsPerWorkgroup));
+  }
+
   /** One token per row of logits [B, V] into ids [B] and its log-probability into logprobs [B]. */
   sample(
     logits: GPUBuffer, ids: GPUBuffer, logprobs: GPUBuffer, cursor: GPUBuffer,
@@ -192,6 +308,18 @@ export class OpBuilder {
     if (s.B > 65535) throw new RangeError('sample: at most 65535 sequences per dispatch');
     const params = this.uniform('sample', [s.B, s.V, s.greedy ? 1 : 0, s.topK, { f32: s.topP }, { f32: 1 / s.temperature }, s.seed >>> 0]);
     return this.kernels.dispatch('sample', [params, cursor, logits, ids, logprobs], [s.B, 1, 1]);
+  }
+
+  /** attention.wgsl's Params, shared by the forward and the backward kernels. */
+  private attentionParams(label: string, s: AttentionShape): GPUBuffer {
+    if (s.D !== this.kernels.headDim) throw new RangeError(`${label}: head_dim ${s.D} but kernels specialised for ${this.kernels.headDim}`);
+    return this.uniform(label, [s.B, s.T, s.H, s.Hk, s.S, s.maskLen, { f32: 1 / Math.sqrt(s.D) }, s.tree ? 1 : 0]);
+  }
+
+  private attentionBackwardParams(s: AttentionShape): GPUBuffer {
+    if (s.T > s.S) throw new RangeError(`attention backward: ${s.T} tokens exceed the cache's ${s.S} slots`);
+    if (s.H % s.Hk !== 0) throw new RangeError(`attention backward: ${s.H} query heads are not a multiple of ${s.Hk} kv heads`);
+    return this.attentionParams('attention backward', s);
   }
 
   dispose(): void {

@@ -1,13 +1,11 @@
-// The backward kernels (shaders/backward.wgsl) against their float64 references on random small shapes,
+// The backward kernels (shaders/*.wgsl, each beside its forward) against their float64 references on random small shapes,
 // and the references themselves against central finite differences of the float64 forwards.
 // backwardChecks run on a GPU (tests/unit/backward.test.ts on Dawn; they can join the browser harness);
 // backwardReferenceChecks are plain float64 and need no GPU.
-import { BackwardOps, type AttentionBackwardShape } from '../../src/engine/backward-ops.ts';
 import { readFloat32, storageBuffer, storageFrom, uniformBuffer } from '../../src/engine/gpu/buffers.ts';
 import type { GpuContext } from '../../src/engine/gpu/device.ts';
 import { Kernels } from '../../src/engine/gpu/kernels.ts';
-import { OpBuilder } from '../../src/engine/ops.ts';
-import * as bwd from '../../src/engine/reference/backward.ts';
+import { OpBuilder, type AttentionShape } from '../../src/engine/ops.ts';
 import * as ref from '../../src/engine/reference/ops.ts';
 import { assert, assertClose, maxAbsDiff, randomArray, seededRandom } from './assert.ts';
 import { cursorBuffer, paddingMask, queryColumns, randomRopeTable, run } from './gpu-cases.ts';
@@ -18,20 +16,17 @@ export interface ReferenceCheck {
   run(): void;
 }
 
-async function withOps(gpu: GpuContext, headDim: number, body: (ops: BackwardOps, forward: OpBuilder) => Promise<void>, rowLanes: 1 | 64 = 64): Promise<void> {
-  const kernels = new Kernels(gpu.device, headDim, rowLanes);
-  const ops = new BackwardOps(kernels);
-  const forward = new OpBuilder(kernels);
+async function withOps(gpu: GpuContext, headDim: number, body: (ops: OpBuilder) => Promise<void>, rowLanes: 1 | 64 = 64): Promise<void> {
+  const ops = new OpBuilder(new Kernels(gpu.device, headDim, rowLanes));
   try {
-    await body(ops, forward);
+    await body(ops);
   } finally {
     ops.dispose();
-    forward.dispose();
   }
 }
 
 /** The reference attention gradients laid out as the GPU writes them: dqkv [B*T, (H+2Hk)*D], keys of slot t in row b*T + t. */
-function packedGradient(g: { dq: ArrayLike<number>; dk: ArrayLike<number>; dv: ArrayLike<number> }, s: AttentionBackwardShape): Float64Array {
+function packedGradient(g: { dq: ArrayLike<number>; dk: ArrayLike<number>; dv: ArrayLike<number> }, s: AttentionShape): Float64Array {
   const { B, T, H, Hk, D, S } = s;
   const width = (H + 2 * Hk) * D;
   const out = new Float64Array(B * T * width);
@@ -73,7 +68,7 @@ const rmsnormBackwardCheck: GpuCheck = {
             ops.rmsnormBackward(xGpu, storageFrom(gpu.device, weight, 'w'), dyGpu, dxGpu, rsGpu, { R, C, eps, accumulate }),
             ops.rmsnormWeightGrad(xGpu, dyGpu, rsGpu, dwGpu, { R, C, accumulate }),
           ]);
-          const expected = bwd.rmsnormBackward(x, weight, dy, R, C, eps);
+          const expected = ref.rmsnormBackward(x, weight, dy, R, C, eps);
           const what = `R=${R} C=${C} accumulate=${accumulate} lanes=${lanes}`;
           assertClose(await readFloat32(gpu.device, rsGpu, R), expected.rs, `rs ${what}`, 1e-5, 1e-5);
           const plus = (base: Float32Array, add: Float64Array) => (accumulate ? add.map((v, i) => v + base[i]) : add);
@@ -97,7 +92,7 @@ const siluMulBackwardCheck: GpuCheck = {
         const dout = randomArray(random, R * F);
         const dgGpu = storageFrom(gpu.device, randomArray(random, R * 2 * F), 'dgateUp');
         run(gpu, [ops.siluMulBackward(storageFrom(gpu.device, gateUp, 'gateUp'), storageFrom(gpu.device, dout, 'dout'), dgGpu, R, F)]);
-        assertClose(await readFloat32(gpu.device, dgGpu, R * 2 * F), bwd.siluMulBackward(gateUp, dout, R, F), `dgateUp R=${R} F=${F}`, 1e-5, 1e-5);
+        assertClose(await readFloat32(gpu.device, dgGpu, R * 2 * F), ref.siluMulBackward(gateUp, dout, R, F), `dgateUp R=${R} F=${F}`, 1e-5, 1e-5);
       });
     }
   },
@@ -115,7 +110,7 @@ const ropeBackwardCheck: GpuCheck = {
         const table = randomRopeTable(random, maxPos, D / 2);
         const dqkvGpu = storageFrom(gpu.device, dqkv, 'dqkv');
         run(gpu, [ops.ropeBackward(dqkvGpu, storageFrom(gpu.device, positions, 'positions'), storageFrom(gpu.device, table, 'rope'), { R, H, Hk, D })]);
-        assertClose(await readFloat32(gpu.device, dqkvGpu, dqkv.length), bwd.ropeBackward(dqkv, positions, table, { R, H, Hk, D }), `dqkv R=${R} H=${H} Hk=${Hk} D=${D}`, 1e-6, 1e-6);
+        assertClose(await readFloat32(gpu.device, dqkvGpu, dqkv.length), ref.ropeBackward(dqkv, positions, table, { R, H, Hk, D }), `dqkv R=${R} H=${H} Hk=${Hk} D=${D}`, 1e-6, 1e-6);
       });
     }
   },
@@ -123,7 +118,7 @@ const ropeBackwardCheck: GpuCheck = {
 
 // Training shapes: slot0 = 0, T <= S; GQA groups of 2 and 3 and MHA; keyMask over the whole
 // sequence or only a prompt (later slots always real); left padding with a hole.
-const ATTENTION_SHAPES: AttentionBackwardShape[] = [
+const ATTENTION_SHAPES: AttentionShape[] = [
   { B: 3, T: 5, H: 4, Hk: 2, D: 8, S: 5, maskLen: 5 },
   { B: 2, T: 6, H: 6, Hk: 2, D: 4, S: 6, maskLen: 4 },
   { B: 2, T: 4, H: 3, Hk: 1, D: 16, S: 7, maskLen: 3 },
@@ -155,7 +150,7 @@ const attentionBackwardCheck: GpuCheck = {
           ops.attentionBackwardQuery(qkvGpu, kGpu, vGpu, maskGpu, doutGpu, lseGpu, deltaGpu, dqkvGpu, s),
           ops.attentionBackwardKey(qkvGpu, kGpu, vGpu, maskGpu, doutGpu, lseGpu, deltaGpu, dqkvGpu, s),
         ]);
-        const expected = bwd.attentionBackward(q, kCache, vCache, mask, dout, { ...s, slot0: 0 });
+        const expected = ref.attentionBackward(q, kCache, vCache, mask, dout, { ...s, slot0: 0 });
         assertClose(await readFloat32(gpu.device, deltaGpu, R * H), expected.delta, `delta ${JSON.stringify(s)}`, 1e-5, 1e-5);
         assertClose(await readFloat32(gpu.device, dqkvGpu, R * width), packedGradient(expected, s), `dqkv ${JSON.stringify(s)}`, 1e-5, 1e-5);
       });
@@ -195,7 +190,7 @@ const treeAttentionCheck: GpuCheck = {
     const random = seededRandom(109);
     // the training shapes, and a longer sequence where the query kernels skip whole hidden ranges
     for (const s of [...ATTENTION_SHAPES, { B: 2, T: 19, H: 4, Hk: 2, D: 8, S: 19, maskLen: 19 }]) {
-      await withOps(gpu, s.D, async (ops, forwardOps) => {
+      await withOps(gpu, s.D, async (ops) => {
         const { B, T, H, Hk, D, S, maskLen } = s;
         const R = B * T;
         const width = (H + 2 * Hk) * D;
@@ -219,14 +214,14 @@ const treeAttentionCheck: GpuCheck = {
         const dqkvGpu = storageFrom(gpu.device, randomArray(random, R * width, 100), 'dqkv');
         const shape = { ...s, tree: true };
         run(gpu, [
-          forwardOps.attention(qkvGpu, kGpu, vGpu, maskGpu, outGpu, lseGpu, cursorBuffer(gpu.device, 0, 0), shape),
+          ops.attention(qkvGpu, kGpu, vGpu, maskGpu, outGpu, lseGpu, cursorBuffer(gpu.device, 0, 0), shape),
           ops.attentionBackwardQuery(qkvGpu, kGpu, vGpu, maskGpu, doutGpu, lseGpu, deltaGpu, dqkvGpu, shape),
           ops.attentionBackwardKey(qkvGpu, kGpu, vGpu, maskGpu, doutGpu, lseGpu, deltaGpu, dqkvGpu, shape),
         ]);
         const what = JSON.stringify(s);
         assertClose(await readFloat32(gpu.device, outGpu, R * H * D), forward.out, `tree attention out ${what}`, 1e-5, 1e-5);
         assertClose(await readFloat32(gpu.device, lseGpu, R * H), forward.lse, `tree attention lse ${what}`, 1e-5, 1e-5);
-        const expected = bwd.attentionBackward(q, kCache, vCache, mask, dout, tree);
+        const expected = ref.attentionBackward(q, kCache, vCache, mask, dout, tree);
         assertClose(await readFloat32(gpu.device, deltaGpu, R * H), expected.delta, `tree delta ${what}`, 1e-5, 1e-5);
         assertClose(await readFloat32(gpu.device, dqkvGpu, R * width), packedGradient(expected, s), `tree dqkv ${what}`, 1e-5, 1e-5);
       });
@@ -252,7 +247,7 @@ const attentionChainCheck: GpuCheck = {
   async run(gpu) {
     const random = seededRandom(105);
     for (const s of [ATTENTION_SHAPES[0], ATTENTION_SHAPES[1]]) {
-      await withOps(gpu, s.D, async (ops, forwardOps) => {
+      await withOps(gpu, s.D, async (ops) => {
         const { B, T, H, Hk, D, S, maskLen } = s;
         const R = B * T;
         const width = (H + 2 * Hk) * D;
@@ -283,8 +278,8 @@ const attentionChainCheck: GpuCheck = {
         const dqkvGpu = storageBuffer(gpu.device, R * width * 4, 'dqkv');
         const cursor = uniformBuffer(gpu.device, [0, 0, 0, 0], 'cursor');
         run(gpu, [
-          forwardOps.ropeAndStoreKv(qkvGpu, positionsGpu, tableGpu, kGpu, vGpu, cursor, { B, T, H, Hk, D, S }),
-          forwardOps.attention(qkvGpu, kGpu, vGpu, maskGpu, outGpu, lseGpu, cursor, s),
+          ops.ropeAndStoreKv(qkvGpu, positionsGpu, tableGpu, kGpu, vGpu, cursor, { B, T, H, Hk, D, S }),
+          ops.attention(qkvGpu, kGpu, vGpu, maskGpu, outGpu, lseGpu, cursor, s),
           ops.attentionBackwardQuery(qkvGpu, kGpu, vGpu, maskGpu, doutGpu, lseGpu, deltaGpu, dqkvGpu, s),
           ops.attentionBackwardKey(qkvGpu, kGpu, vGpu, maskGpu, doutGpu, lseGpu, deltaGpu, dqkvGpu, s),
           ops.ropeBackward(dqkvGpu, positionsGpu, tableGpu, { R, H, Hk, D }),
@@ -300,8 +295,8 @@ const attentionChainCheck: GpuCheck = {
           for (let bh = 0; bh < B * Hk; bh++) inCache.set(packed.subarray(bh * T * D, (bh + 1) * T * D), bh * S * D);
           return inCache;
         };
-        const gradient = bwd.attentionBackward(queryColumns(rotated, R, H, Hk, D), cache(H), cache(H + Hk), mask, dout, { ...s, slot0: 0 });
-        const expected = bwd.ropeBackward(packedGradient(gradient, s), positions, table, { R, H, Hk, D });
+        const gradient = ref.attentionBackward(queryColumns(rotated, R, H, Hk, D), cache(H), cache(H + Hk), mask, dout, { ...s, slot0: 0 });
+        const expected = ref.ropeBackward(packedGradient(gradient, s), positions, table, { R, H, Hk, D });
         assertClose(await readFloat32(gpu.device, dqkvGpu, R * width), expected, `dqkv before rope ${JSON.stringify(s)}`, 1e-5, 1e-5);
       });
     }
@@ -321,7 +316,7 @@ const logitsBackwardCheck: GpuCheck = {
         const dGpu = storageFrom(gpu.device, randomArray(random, R * V), 'dlogits');
         const inputs = [logits, targets, gLogprob, gEntropy].map((data) => storageFrom(gpu.device, data, 'input'));
         run(gpu, [ops.logitsBackward(inputs[0], inputs[1], inputs[2], inputs[3], dGpu, R, V)]);
-        assertClose(await readFloat32(gpu.device, dGpu, R * V), bwd.logitsBackward(logits, targets, gLogprob, gEntropy, R, V), `dlogits R=${R} V=${V} lanes=${lanes}`, 1e-5, 1e-5);
+        assertClose(await readFloat32(gpu.device, dGpu, R * V), ref.logitsBackward(logits, targets, gLogprob, gEntropy, R, V), `dlogits R=${R} V=${V} lanes=${lanes}`, 1e-5, 1e-5);
       }, lanes);
     }
     // Rows 64..69 of 70, bound at an offset (offsets must be multiples of 256 bytes, so 64 rows of the
@@ -348,7 +343,7 @@ const logitsBackwardCheck: GpuCheck = {
       ]);
       const expected = Float64Array.from(dlogits0);
       const slice = (data: Float32Array | Int32Array, width: number) => data.subarray(first * width, total * width);
-      expected.set(bwd.logitsBackward(slice(logits, V), slice(targets, 1), slice(gLogprob, 1), slice(gEntropy, 1), R, V), first * V);
+      expected.set(ref.logitsBackward(slice(logits, V), slice(targets, 1), slice(gLogprob, 1), slice(gEntropy, 1), R, V), first * V);
       assertClose(await readFloat32(gpu.device, dGpu, total * V), expected, 'dlogits of a bound row range', 1e-5, 1e-5);
     });
   },
@@ -364,7 +359,7 @@ const siluGridCheck: GpuCheck = {
       gateUp[F - 1] = 2;
       const dgGpu = storageBuffer(gpu.device, 2 * F * 4, 'dgateUp');
       run(gpu, [ops.siluMulBackward(storageFrom(gpu.device, gateUp, 'gateUp'), storageFrom(gpu.device, new Float32Array(F).fill(1), 'dout'), dgGpu, 1, F)]);
-      const expected = bwd.siluMulBackward([1, 2, 1, 1], [1, 1], 1, 2);
+      const expected = ref.siluMulBackward([1, 2, 1, 1], [1, 1], 1, 2);
       const got = await readFloat32(gpu.device, dgGpu, 2 * F);
       assertClose([got[0], got[F - 1], got[F], got[2 * F - 1]], expected, 'first and last elements', 1e-6, 1e-6);
     });
@@ -385,7 +380,7 @@ const embeddingBackwardCheck: GpuCheck = {
           const dtable0 = randomArray(random, V * C);
           const dGpu = storageFrom(gpu.device, dtable0, 'dtable');
           run(gpu, [ops.embeddingBackward(storageFrom(gpu.device, ids, 'ids'), storageFrom(gpu.device, dx, 'dx'), dGpu, { R, V, C, accumulate })]);
-          const expected = bwd.embeddingBackward(ids, dx, R, V, C);
+          const expected = ref.embeddingBackward(ids, dx, R, V, C);
           const what = `R=${R} V=${V} C=${C} accumulate=${accumulate}`;
           assertClose(await readFloat32(gpu.device, dGpu, V * C), accumulate ? expected.map((v, i) => v + dtable0[i]) : expected, `dtable ${what}`, 1e-5, 1e-5);
         });
@@ -401,7 +396,7 @@ const embeddingBackwardCheck: GpuCheck = {
       const range: GPUBufferBinding = { buffer: dGpu, offset: first * C * 4, size: V * C * 4 };
       run(gpu, [ops.embeddingBackward(storageFrom(gpu.device, ids, 'ids'), storageFrom(gpu.device, dx, 'dx'), range, { R, V, C, row0: first, accumulate: true })]);
       const expected = Float64Array.from(dtable0);
-      const full = bwd.embeddingBackward(ids, dx, R, total, C);
+      const full = ref.embeddingBackward(ids, dx, R, total, C);
       for (let i = first * C; i < total * C; i++) expected[i] += full[i];
       assertClose(await readFloat32(gpu.device, dGpu, total * C), expected, 'dtable of a bound vocabulary range', 1e-5, 1e-5);
     });
@@ -459,7 +454,7 @@ export const backwardReferenceChecks: ReferenceCheck[] = [
       const weight = random64(random, C);
       const dy = random64(random, R * C);
       const loss = () => dot(dy, ref.rmsnorm(x, weight, R, C, eps));
-      const { dx, dweight } = bwd.rmsnormBackward(x, weight, dy, R, C, eps);
+      const { dx, dweight } = ref.rmsnormBackward(x, weight, dy, R, C, eps);
       assertGradient(dx, numericGradient(loss, x), 'rmsnorm dx');
       assertGradient(dweight, numericGradient(loss, weight), 'rmsnorm dweight');
     },
@@ -471,7 +466,7 @@ export const backwardReferenceChecks: ReferenceCheck[] = [
       const R = 3, F = 6;
       const gateUp = random64(random, R * 2 * F, 6);
       const dout = random64(random, R * F);
-      assertGradient(bwd.siluMulBackward(gateUp, dout, R, F), numericGradient(() => dot(dout, ref.siluMul(gateUp, R, F)), gateUp), 'silu_mul dgateUp');
+      assertGradient(ref.siluMulBackward(gateUp, dout, R, F), numericGradient(() => dot(dout, ref.siluMul(gateUp, R, F)), gateUp), 'silu_mul dgateUp');
     },
   },
   {
@@ -484,9 +479,9 @@ export const backwardReferenceChecks: ReferenceCheck[] = [
       const positions = Uint32Array.from({ length: s.R }, () => Math.floor(random() * maxPos));
       const table = Float64Array.from(randomRopeTable(random, maxPos, s.D / 2));
       // the float32 table's (cos, sin) pairs are unit vectors only to float32 accuracy
-      assertClose(bwd.ropeBackward(ropeQk(qkv, positions, table, s), positions, table, s), qkv, 'backward(forward(x)) == x', 1e-6, 1e-6);
+      assertClose(ref.ropeBackward(ropeQk(qkv, positions, table, s), positions, table, s), qkv, 'backward(forward(x)) == x', 1e-6, 1e-6);
       const g = random64(random, qkv.length);
-      assertGradient(bwd.ropeBackward(g, positions, table, s), numericGradient(() => dot(g, ropeQk(qkv, positions, table, s)), qkv), 'rope dqkv');
+      assertGradient(ref.ropeBackward(g, positions, table, s), numericGradient(() => dot(g, ropeQk(qkv, positions, table, s)), qkv), 'rope dqkv');
     },
   },
   {
@@ -506,7 +501,7 @@ export const backwardReferenceChecks: ReferenceCheck[] = [
         const mask = paddingMask(s.B, s.maskLen);
         const dout = random64(random, q.length);
         const loss = () => dot(dout, ref.attention(q, kCache, vCache, mask, s).out);
-        const g = bwd.attentionBackward(q, kCache, vCache, mask, dout, s);
+        const g = ref.attentionBackward(q, kCache, vCache, mask, dout, s);
         const what = JSON.stringify(s);
         assertGradient(g.dq, numericGradient(loss, q), `attention dq ${what}`);
         assertGradient(g.dk, numericGradient(loss, kCache), `attention dk ${what}`);
@@ -525,7 +520,7 @@ export const backwardReferenceChecks: ReferenceCheck[] = [
       const ids = Uint32Array.from([2, 0, 2, 4, 0, 2]); // token 1 and 3 absent
       const table = random64(random, V * C);
       const dx = random64(random, R * C);
-      const dtable = bwd.embeddingBackward(ids, dx, R, V, C);
+      const dtable = ref.embeddingBackward(ids, dx, R, V, C);
       assertGradient(dtable, numericGradient(() => dot(dx, ref.gatherRows(table, ids, C)), table), 'embedding dtable');
       for (const absent of [1, 3]) for (let c = 0; c < C; c++) if (dtable[absent * C + c] !== 0) throw new Error(`embedding dtable: absent token ${absent} has a gradient`);
     },
@@ -548,7 +543,7 @@ export const backwardReferenceChecks: ReferenceCheck[] = [
         }
         return sum;
       };
-      assertGradient(bwd.logitsBackward(logits, targets, gLogprob, gEntropy, R, V), numericGradient(loss, logits), 'dlogits');
+      assertGradient(ref.logitsBackward(logits, targets, gLogprob, gEntropy, R, V), numericGradient(loss, logits), 'dlogits');
     },
   },
 ];

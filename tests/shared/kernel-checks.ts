@@ -76,8 +76,44 @@ const matmulCheck: GpuCheck = {
   },
 };
 
+const gemmCheck: GpuCheck = {
+  name: 'gemm: strided operands (transposed, offset), output columns and stride, accumulate, alpha, against the strided float64 reference',
+  async run(gpu) {
+    const random = seededRandom(10);
+    const kernels = new Set<string>();
+    for (const { M, N, K, aTransposed, bTransposed, aOffset, bOffset, column0, extra } of [
+      { M: 3, N: 7, K: 5, aTransposed: true, bTransposed: false, aOffset: 3, bOffset: 0, column0: 2, extra: 3 },
+      { M: 37, N: 21, K: 18, aTransposed: false, bTransposed: true, aOffset: 0, bOffset: 5, column0: 0, extra: 1 },
+      { M: 32, N: 16, K: 8, aTransposed: true, bTransposed: true, aOffset: 4, bOffset: 8, column0: 4, extra: 4 },
+    ]) {
+      const a = randomArray(random, aOffset + M * K);
+      const b = randomArray(random, bOffset + N * K);
+      const g = {
+        M, N, K, aOffset, bOffset, column0, ldY: column0 + N + extra, accumulate: true, alpha: 0.5,
+        ...(aTransposed ? { sAm: 1, sAk: M } : { sAm: K, sAk: 1 }),
+        ...(bTransposed ? { sBn: 1, sBk: N } : { sBn: K, sBk: 1 }),
+      };
+      // the reference against the nn.Linear one on explicitly laid out copies
+      const x = Float64Array.from({ length: M * K }, (_, i) => a[aOffset + Math.floor(i / K) * g.sAm + (i % K) * g.sAk]);
+      const w = Float64Array.from({ length: N * K }, (_, i) => b[bOffset + Math.floor(i / K) * g.sBn + (i % K) * g.sBk]);
+      const linear = ref.matmul(x, w, M, N, K, null, g.alpha);
+      const product = ref.gemm(a, b, { ...g, accumulate: false, column0: 0, ldY: N });
+      assertClose(product, linear, `strided reference M=${M} N=${N} K=${K}`, 1e-12, 1e-12);
+      await withOps(gpu, 8, async (ops) => {
+        const y0 = randomArray(random, M * g.ldY);
+        const yGpu = storageFrom(gpu.device, y0, 'y');
+        const dispatch = ops.gemm(storageFrom(gpu.device, a, 'a'), storageFrom(gpu.device, b, 'b'), yGpu, g);
+        kernels.add(dispatch.kernel);
+        run(gpu, [dispatch]);
+        assertClose(await readFloat32(gpu.device, yGpu, M * g.ldY), ref.gemm(a, b, g, y0), `gemm ${JSON.stringify(g)}`, 1e-5, 1e-5);
+      });
+    }
+    assertEqual([...kernels].sort(), ['matmul_rows', 'matmul_tiled', 'matmul_tiled4'], 'the cases run every matmul variant');
+  },
+};
+
 const gradientMatmulCheck: GpuCheck = {
-  name: 'matmul: strided products of the backward pass (input gradient across split weights, weight gradient), scalar and vec4 loads',
+  name: 'matmul: the input and weight gradients of the backward pass (across split weights, from a column slice of dy), scalar and vec4 loads',
   async run(gpu) {
     const random = seededRandom(9);
     // dy is a slice of wider rows, starting at column `column0`; with everything a multiple of 4
@@ -93,25 +129,57 @@ const gradientMatmulCheck: GpuCheck = {
         const dy = randomArray(random, M * ldDy);
         const w = randomArray(random, N * K);
         const x = randomArray(random, M * K);
-        const dyAt = (m: number, n: number) => dy[m * ldDy + column0 + n];
         // dx = dy[:, column0:column0+N] . w, with w split in row chunks
         const dxGpu = storageBuffer(gpu.device, M * K * 4, 'dx');
         const wGpu = uploadMatrix(gpu.device, w, N, K, Math.max(K * 4, Math.floor(N / 2) * K * 4), 'w');
         const inputGrad = ops.matmulInputGrad(storageFrom(gpu.device, dy, 'dy'), wGpu, dxGpu, { M, ldDy, dyColumn0: column0 });
         assert(inputGrad.every((d) => (d.kernel === 'matmul_tiled4') === vec4), `input gradient M=${M}: vec4 loads ${vec4}`);
         run(gpu, inputGrad);
-        const dx = new Float64Array(M * K);
-        for (let m = 0; m < M; m++) for (let k = 0; k < K; k++) for (let n = 0; n < N; n++) dx[m * K + k] += dyAt(m, n) * w[n * K + k];
+        const dx = ref.gemm(dy, w, { M, N: K, K: N, sAm: ldDy, sAk: 1, aOffset: column0, sBn: 1, sBk: K });
         assertClose(await readFloat32(gpu.device, dxGpu, M * K), dx, `input gradient M=${M} N=${N} K=${K}`, 1e-5, 1e-5);
-        // dW = dy[:, 3:3+N]^T . x  (reduction over the M rows), accumulated onto an existing gradient
+        // dW = dy[:, column0:column0+N]^T . x  (reduction over the M rows), added to an existing gradient
         const dw0 = randomArray(random, N * K);
         const dwGpu = storageFrom(gpu.device, dw0, 'dw');
-        const weightGrad = ops.gemm(storageFrom(gpu.device, dy, 'dy'), storageFrom(gpu.device, x, 'x'), dwGpu, { M: N, N: K, K: M, sAm: 1, sAk: ldDy, aOffset: column0, sBn: 1, sBk: K, accumulate: true });
+        const weightGrad = ops.matmulWeightGrad(storageFrom(gpu.device, dy, 'dy'), storageFrom(gpu.device, x, 'x'), dwGpu, { M, N, K, ldDy, dyColumn0: column0 });
         assert((weightGrad.kernel === 'matmul_tiled4') === vec4, `weight gradient M=${M}: vec4 loads ${vec4}`);
         run(gpu, [weightGrad]);
-        const dw = Float64Array.from(dw0);
-        for (let n = 0; n < N; n++) for (let k = 0; k < K; k++) for (let m = 0; m < M; m++) dw[n * K + k] += dyAt(m, n) * x[m * K + k];
+        const dw = ref.gemm(dy, x, { M: N, N: K, K: M, sAm: 1, sAk: ldDy, aOffset: column0, sBn: 1, sBk: K, accumulate: true }, dw0);
         assertClose(await readFloat32(gpu.device, dwGpu, N * K), dw, `weight gradient M=${M} N=${N} K=${K}`, 1e-5, 1e-5);
+        // db = the column sums of dy [M, N], added to an existing gradient
+        const bias = randomArray(random, M * N);
+        const db0 = randomArray(random, N);
+        const dbGpu = storageFrom(gpu.device, db0, 'db');
+        run(gpu, [ops.biasGrad(storageFrom(gpu.device, bias, 'dy'), storageFrom(gpu.device, new Float32Array(M).fill(1), 'ones'), dbGpu, { M, N })]);
+        const db = Float64Array.from(db0, (value, n) => value + Array.from({ length: M }, (_, m) => bias[m * N + n]).reduce((sum, v) => sum + v, 0));
+        assertClose(await readFloat32(gpu.device, dbGpu, N), db, `bias gradient M=${M} N=${N}`, 1e-5, 1e-5);
+      });
+    }
+  },
+};
+
+const loraBackwardCheck: GpuCheck = {
+  name: 'LoRA backward: dB, dA and dx (added or overwritten) of y[:, column0 ..] += alpha (x A^T) B^T from a column slice of dy',
+  async run(gpu) {
+    const random = seededRandom(11);
+    const [M, inFeatures, r, out, column0, alpha] = [20, 12, 4, 8, 4, 0.75];
+    const ldDy = column0 + out + 4;
+    for (const accumulateDx of [true, false]) {
+      await withOps(gpu, 8, async (ops) => {
+        const [x, A, B, dy, dA0, dB0, dx0] = [M * inFeatures, r * inFeatures, out * r, M * ldDy, r * inFeatures, out * r, M * inFeatures].map((n) => randomArray(random, n));
+        const t = ref.matmul(x, A, M, r, inFeatures);
+        const upload = (data: ArrayLike<number>, label: string) => storageFrom(gpu.device, Float32Array.from(data), label);
+        const [dAGpu, dBGpu, dxGpu] = [upload(dA0, 'dA'), upload(dB0, 'dB'), upload(dx0, 'dx')];
+        const lora = { A: uploadMatrix(gpu.device, A, r, inFeatures, 1 << 20, 'A'), B: uploadMatrix(gpu.device, B, out, r, 1 << 20, 'B'), dA: dAGpu, dB: dBGpu, alpha };
+        const io = { x: upload(x, 'x'), t: upload(t, 't'), dy: upload(dy, 'dy'), dt: storageBuffer(gpu.device, M * r * 4, 'dt'), dx: dxGpu };
+        run(gpu, ops.loraBackward(lora, io, { M, ldDy, dyColumn0: column0, accumulateDx }));
+        const dyOut = { sAm: ldDy, aOffset: column0 };
+        const dt = ref.gemm(dy, B, { M, N: r, K: out, ...dyOut, sAk: 1, sBn: 1, sBk: r, alpha });
+        const dB = ref.gemm(dy, t, { M: out, N: r, K: M, sAm: 1, sAk: ldDy, aOffset: column0, sBn: 1, sBk: r, alpha, accumulate: true }, dB0);
+        const dA = ref.gemm(dt, x, { M: r, N: inFeatures, K: M, sAm: 1, sAk: r, sBn: 1, sBk: inFeatures, accumulate: true }, dA0);
+        const dx = ref.gemm(dt, A, { M, N: inFeatures, K: r, sAm: r, sAk: 1, sBn: 1, sBk: inFeatures, accumulate: accumulateDx }, dx0);
+        assertClose(await readFloat32(gpu.device, dBGpu, out * r), dB, 'LoRA dB', 1e-5, 1e-5);
+        assertClose(await readFloat32(gpu.device, dAGpu, r * inFeatures), dA, 'LoRA dA', 1e-5, 1e-5);
+        assertClose(await readFloat32(gpu.device, dxGpu, M * inFeatures), dx, `LoRA dx, accumulate ${accumulateDx}`, 1e-5, 1e-5);
       });
     }
   },
@@ -353,4 +421,4 @@ const gridCheck: GpuCheck = {
   },
 };
 
-export const kernelChecks: GpuCheck[] = [matmulCheck, gradientMatmulCheck, rmsnormCheck, ropeCheck, attentionCheck, gatherCheck, siluCheck, dropoutCheck, logprobsCheck, samplingCheck, samplingRowSeedsCheck, gridCheck];
+export const kernelChecks: GpuCheck[] = [matmulCheck, gemmCheck, gradientMatmulCheck, loraBackwardCheck, rmsnormCheck, ropeCheck, attentionCheck, gatherCheck, siluCheck, dropoutCheck, logprobsCheck, samplingCheck, samplingRowSeedsCheck, gridCheck];

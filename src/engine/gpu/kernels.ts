@@ -1,8 +1,8 @@
 // Compiled compute pipelines, one per WGSL entry point, built on first use and kept.
 import activationWgsl from '../../../shaders/activation.wgsl?raw';
-import backwardWgsl from '../../../shaders/backward.wgsl?raw';
 import dropoutWgsl from '../../../shaders/dropout.wgsl?raw';
 import attentionWgsl from '../../../shaders/attention.wgsl?raw';
+import commonWgsl from '../../../shaders/common.wgsl?raw';
 import gatherWgsl from '../../../shaders/gather.wgsl?raw';
 import logprobsWgsl from '../../../shaders/logprobs.wgsl?raw';
 import lossWgsl from '../../../shaders/loss.wgsl?raw';
@@ -18,21 +18,21 @@ const ENTRY_POINTS = {
   matmul_rows: matmulWgsl,
   matmul_tiled4: matmulWgsl,
   rmsnorm: rmsnormWgsl,
+  rmsnorm_backward: rmsnormWgsl,
+  rmsnorm_weight_grad: rmsnormWgsl,
   rope_and_store_kv: ropeWgsl,
+  rope_backward: ropeWgsl,
   attention: attentionWgsl,
+  attention_backward_query: attentionWgsl,
+  attention_backward_key: attentionWgsl,
   gather_rows: gatherWgsl,
+  embedding_backward: gatherWgsl,
   silu_mul: activationWgsl,
+  silu_mul_backward: activationWgsl,
   dropout: dropoutWgsl,
   token_logprobs: logprobsWgsl,
+  logits_backward: logprobsWgsl,
   sample: samplingWgsl,
-  rmsnorm_backward: backwardWgsl,
-  rmsnorm_weight_grad: backwardWgsl,
-  silu_mul_backward: backwardWgsl,
-  rope_backward: backwardWgsl,
-  attention_backward_query: backwardWgsl,
-  attention_backward_key: backwardWgsl,
-  logits_backward: backwardWgsl,
-  embedding_backward: backwardWgsl,
   token_loss: lossWgsl,
   sum_metrics: lossWgsl,
   grad_sum_squares: optimizerWgsl,
@@ -51,9 +51,9 @@ export interface Dispatch {
   workgroups: [number, number, number];
 }
 
-/** Modules whose kernels reduce over rows with rows.wgsl, which is prepended to them. */
-const ROW_MODULES = new Set<string>([rmsnormWgsl, logprobsWgsl, backwardWgsl]);
-/** The kernels among them that set LANES, the invocations per row (the other kernels of backward.wgsl only share WG). */
+/** Modules whose kernels reduce over rows with rows.wgsl, which is prepended to them (after common.wgsl, which every module gets). */
+const ROW_MODULES = new Set<string>([rmsnormWgsl, logprobsWgsl]);
+/** The kernels among them that set LANES, the invocations per row (rmsnorm_weight_grad only shares WG). */
 const ROW_KERNELS = new Set<KernelName>(['rmsnorm', 'token_logprobs', 'rmsnorm_backward', 'logits_backward']);
 const WORKGROUP_SIZE = 64;
 
@@ -92,6 +92,7 @@ export class Kernels {
     if (!pipeline) {
       let code: string = ENTRY_POINTS[name];
       if (ROW_MODULES.has(code)) code = rowsWgsl + code;
+      code = commonWgsl + code;
       code = code.replace(HEAD_DIM_LINE, `const HEAD_DIM: u32 = ${this.headDim}u;`).replace(EACH_VEC4_LINE, (_, line: string) =>
         Array.from({ length: this.headDim / 4 }, (_, i) => line.replaceAll('$', String(i))).join('\n'),
       );

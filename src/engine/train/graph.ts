@@ -19,10 +19,9 @@
 // few plans are built), not on all R: prompts and observations are most rows, and the head's [R, V]
 // logits were the largest matmul and memory traffic of a step. Their gradient dhHead [N, C] goes back
 // to dh [R, C] by a second gather through rowToHead, whose other rows read dhHead's row R, kept zero.
-import { BackwardOps } from '../backward-ops.ts';
 import { storageBuffer, uniformBuffer } from '../gpu/buffers.ts';
 import type { Dispatch } from '../gpu/kernels.ts';
-import { wholeMatrix, type GpuMatrix } from '../gpu/matrix.ts';
+import { wholeMatrix } from '../gpu/matrix.ts';
 import type { GpuModel, TrainableWeights } from '../gpu-model.ts';
 import { ForwardState, type LayerActivations } from '../forward.ts';
 import { LORA_TARGETS, type LoraTarget } from '../lora/adapter.ts';
@@ -52,7 +51,6 @@ export class TrainingState extends ForwardState {
   /** The model's weights whose gradients plan() takes (full-parameter mode), or null. */
   readonly fullWeights: TrainableWeights | null;
   private readonly layerBuffers: LayerActivations[];
-  private readonly backward: BackwardOps;
   // head and loss
   readonly targets: GPUBuffer;
   readonly logprob: GPUBuffer;
@@ -132,7 +130,6 @@ export class TrainingState extends ForwardState {
         xMid: buffer(R * C, `x mid ${l}`),
       };
     });
-    this.backward = new BackwardOps(model.kernels);
     this.targets = buffer(R, 'targets');
     this.logprob = buffer(R, 'logprob');
     this.entropy = buffer(R, 'entropy');
@@ -242,20 +239,20 @@ export class TrainingState extends ForwardState {
   }
 
   private buildPlan(N: number): Dispatch[] {
-    const { model, ops, backward, R, T } = this;
+    const { model, ops, R, T } = this;
     const { hiddenSize: C, numHeads: H, numKvHeads: Hk, headDim: D, intermediateSize: F, vocabSize: V, rmsNormEps: eps } = model.config;
     const vh = this.valueHead;
     const full = this.fullWeights;
     const grad = (w: ParameterView) => w.grad.chunks[0].buffer;
     /** Full mode: dW [out, in] += dy^T x for y = x W^T, dy [rows, ldDy] (ldDy = out), x [rows, in]. */
     const weightGrad = (dy: GPUBuffer, ldDy: number, x: GPUBuffer, w: ParameterView | undefined, rows = R): Dispatch[] =>
-      !w ? [] : [ops.gemm(dy, x, grad(w), { M: w.rows, N: w.cols, K: rows, sAm: 1, sAk: ldDy, sBn: 1, sBk: w.cols, accumulate: true })];
+      !w ? [] : [ops.matmulWeightGrad(dy, x, grad(w), { M: rows, N: w.rows, K: w.cols, ldDy })];
     /** Full mode: db [n] += sum_r dy[r, :], dy [R, n]. */
     const biasGrad = (dy: GPUBuffer, b: ParameterView | null | undefined): Dispatch[] =>
-      !b ? [] : [ops.gemm(this.ones, dy, grad(b), { M: 1, N: b.cols, K: R, sAm: 1, sAk: 1, sBn: 1, sBk: b.cols, accumulate: true })];
+      !b ? [] : [ops.biasGrad(dy, this.ones, grad(b), { M: R, N: b.cols })];
     /** Full mode: the norm weight's gradient, from x, dy and the rs its rmsnormBackward just wrote. */
     const normGrad = (x: GPUBuffer, w: ParameterView | undefined): Dispatch[] =>
-      !w ? [] : [backward.rmsnormWeightGrad(x, this.dh, this.rs, grad(w), { R, C, accumulate: true })];
+      !w ? [] : [ops.rmsnormWeightGrad(x, this.dh, this.rs, grad(w), { R, C, accumulate: true })];
     const dispatches: Dispatch[] = [
       ...this.body(T, this.ids),
       this.finalNorm(T),
@@ -269,14 +266,14 @@ export class TrainingState extends ForwardState {
         gLogprob: this.gLogprob, gEntropy: this.gEntropy, gValue: this.gValue, rowMetrics: this.rowMetrics, sums: this.metricSums,
       }),
       // LM head and value head, then their input gradient back to all R rows (zero off the loss rows)
-      backward.logitsBackward(this.headLogits, this.targets, this.gLogprob, this.gEntropy, this.dlogits, N, V),
+      ops.logitsBackward(this.headLogits, this.targets, this.gLogprob, this.gEntropy, this.dlogits, N, V),
       ...ops.matmulInputGrad(this.dlogits, model.lmHead, this.dhHead, { M: N, ldDy: V }),
       ...weightGrad(this.dlogits, V, this.hHead, full?.lmHead, N),
-      ops.gemm(this.gValue, vh.weight.matrix.chunks[0].buffer, this.dhHead, { M: N, N: C, K: 1, sAm: 1, sAk: 1, sBn: 1, sBk: 1, accumulate: true }),
-      ops.gemm(this.gValue, this.hHead, vh.weight.grad.chunks[0].buffer, { M: 1, N: C, K: N, sAm: 1, sAk: 1, sBn: 1, sBk: C, accumulate: true }),
-      ops.gemm(this.gValue, this.ones, vh.bias.grad.chunks[0].buffer, { M: 1, N: 1, K: N, sAm: 1, sAk: 1, sBn: 1, sBk: 1, accumulate: true }),
+      ...ops.matmulInputGrad(this.gValue, vh.weight.matrix, this.dhHead, { M: N, ldDy: 1, accumulate: true }),
+      ops.matmulWeightGrad(this.gValue, this.hHead, vh.weight.grad.chunks[0].buffer, { M: N, N: 1, K: C, ldDy: 1 }),
+      ops.biasGrad(this.gValue, this.ones, vh.bias.grad.chunks[0].buffer, { M: N, N: 1 }),
       ...ops.gatherRows(wholeMatrix(this.dhHead, R + 1, C), this.rowToHead, this.dh, R),
-      backward.rmsnormBackward(this.x, model.finalNorm, this.dh, this.dx, this.rs, { R, C, eps }),
+      ops.rmsnormBackward(this.x, model.finalNorm, this.dh, this.dx, this.rs, { R, C, eps }),
       ...normGrad(this.x, full?.finalNorm),
     ];
     const qkvWidth = (H + 2 * Hk) * D;
@@ -290,39 +287,39 @@ export class TrainingState extends ForwardState {
         ...ops.matmulInputGrad(this.dx, layer.down, this.dact, { M: R, ldDy: C }),
         ...weightGrad(this.dx, C, a.act, w?.down),
         ...this.loraBackward(l, 'down_proj', a.act, F, this.dx, C, 0, this.dact),
-        backward.siluMulBackward(a.gateUp, this.dact, this.dgateUp, R, F),
+        ops.siluMulBackward(a.gateUp, this.dact, this.dgateUp, R, F),
         ...ops.matmulInputGrad(this.dgateUp, layer.gateUp, this.dh, { M: R, ldDy: 2 * F }),
         ...weightGrad(this.dgateUp, 2 * F, a.h2, w?.gateUp),
         ...this.loraBackward(l, 'gate_proj', a.h2, C, this.dgateUp, 2 * F, 0, this.dh),
         ...this.loraBackward(l, 'up_proj', a.h2, C, this.dgateUp, 2 * F, F, this.dh),
-        backward.rmsnormBackward(a.xMid!, layer.postAttentionNorm, this.dh, this.dx, this.rs, { R, C, eps, accumulate: true }),
+        ops.rmsnormBackward(a.xMid!, layer.postAttentionNorm, this.dh, this.dx, this.rs, { R, C, eps, accumulate: true }),
         ...normGrad(a.xMid!, w?.postAttentionNorm),
         // attention block: x_mid = x_in + o(attention(rope(q), rope(k), v)), q, k, v from h1 = RMSNorm(x_in)
         ...ops.matmulInputGrad(this.dx, layer.o, this.dattended, { M: R, ldDy: C }),
         ...weightGrad(this.dx, C, a.attended, w?.o),
         ...biasGrad(this.dx, w?.oBias),
         ...this.loraBackward(l, 'o_proj', a.attended, H * D, this.dx, C, 0, this.dattended),
-        backward.attentionBackwardQuery(a.qkv, this.kCache[l], this.vCache[l], this.keyMask, this.dattended, a.lse, this.delta, this.dqkv, attention),
-        backward.attentionBackwardKey(a.qkv, this.kCache[l], this.vCache[l], this.keyMask, this.dattended, a.lse, this.delta, this.dqkv, attention),
-        backward.ropeBackward(this.dqkv, this.positions, model.rope, { R, H, Hk, D }),
+        ops.attentionBackwardQuery(a.qkv, this.kCache[l], this.vCache[l], this.keyMask, this.dattended, a.lse, this.delta, this.dqkv, attention),
+        ops.attentionBackwardKey(a.qkv, this.kCache[l], this.vCache[l], this.keyMask, this.dattended, a.lse, this.delta, this.dqkv, attention),
+        ops.ropeBackward(this.dqkv, this.positions, model.rope, { R, H, Hk, D }),
         ...ops.matmulInputGrad(this.dqkv, layer.qkv, this.dh, { M: R, ldDy: qkvWidth }),
         ...weightGrad(this.dqkv, qkvWidth, a.h1, w?.qkv),
         ...biasGrad(this.dqkv, w?.qkvBias),
         ...this.loraBackward(l, 'q_proj', a.h1, C, this.dqkv, qkvWidth, 0, this.dh),
         ...this.loraBackward(l, 'k_proj', a.h1, C, this.dqkv, qkvWidth, H * D, this.dh),
         ...this.loraBackward(l, 'v_proj', a.h1, C, this.dqkv, qkvWidth, (H + Hk) * D, this.dh),
-        backward.rmsnormBackward(a.xIn!, layer.inputNorm, this.dh, this.dx, this.rs, { R, C, eps, accumulate: true }),
+        ops.rmsnormBackward(a.xIn!, layer.inputNorm, this.dh, this.dx, this.rs, { R, C, eps, accumulate: true }),
         ...normGrad(a.xIn!, w?.inputNorm),
       );
     }
     // dx is now the gradient of the embedding lookup's output
-    if (full) dispatches.push(backward.embeddingBackward(this.ids, this.dx, grad(full.embedding), { R, V, C, accumulate: true }));
+    if (full) dispatches.push(ops.embeddingBackward(this.ids, this.dx, grad(full.embedding), { R, V, C, accumulate: true }));
     return dispatches;
   }
 
   /**
-   * Gradients of y[:, column0 ..] += s (x A^T) B^T given dy: dB += s dy^T t, dt = s dy B, dA += dt^T x,
-   * and dx += dt A, where t = x A^T was kept by the forward.
+   * Gradients of y[:, column0 ..] += s (x A^T) B^T given dy into the adapter's parameter gradients and
+   * dx (through the dropout mask, when A saw a dropped-out input).
    */
   private loraBackward(layer: number, target: LoraTarget, input: GPUBuffer, inFeatures: number, dy: GPUBuffer, ldDy: number, column0: number, dx: GPUBuffer): Dispatch[] {
     const module = this.adapter?.module(layer, target);
@@ -330,24 +327,12 @@ export class TrainingState extends ForwardState {
     const { ops, R } = this;
     // With dropout, A saw the dropped-out input, and the input's gradient passes the same mask.
     const dropped = this.droppedInputs.get(`${layer}.${target}`);
-    const x = dropped ?? input;
-    const r = this.adapter.rank;
-    const s = this.adapter.scaling;
-    const out = module.B.rows;
-    const t = this.layerBuffers[layer].loraHidden(target);
-    const dt = this.dLoraHidden!;
-    const param = (m: GpuMatrix) => m.chunks[0].buffer;
-    const grads = this.adapter.parameters;
+    const grad = (name: string) => this.adapter!.parameters.view(name).grad.chunks[0].buffer;
+    const lora = { A: module.A, B: module.B, dA: grad(module.names.A), dB: grad(module.names.B), alpha: this.adapter.scaling };
+    const io = { x: dropped ?? input, t: this.layerBuffers[layer].loraHidden(target), dy, dt: this.dLoraHidden!, dx: dropped ? this.droppedGrad! : dx };
     return [
-      ops.gemm(dy, t, param(grads.view(module.names.B).grad), { M: out, N: r, K: R, sAm: 1, sAk: ldDy, aOffset: column0, sBn: 1, sBk: r, alpha: s, accumulate: true }),
-      ops.gemm(dy, param(module.B), dt, { M: R, N: r, K: out, sAm: ldDy, sAk: 1, aOffset: column0, sBn: 1, sBk: r, alpha: s }),
-      ops.gemm(dt, x, param(grads.view(module.names.A).grad), { M: r, N: inFeatures, K: R, sAm: 1, sAk: r, sBn: 1, sBk: inFeatures, accumulate: true }),
-      ...(dropped
-        ? [
-            ops.gemm(dt, param(module.A), this.droppedGrad!, { M: R, N: inFeatures, K: r, sAm: r, sAk: 1, sBn: 1, sBk: inFeatures }),
-            ops.dropout(this.droppedGrad!, dx, this.dropoutCounter, { ...this.dropoutStream(layer, target), N: R * inFeatures, accumulate: true }),
-          ]
-        : [ops.gemm(dt, param(module.A), dx, { M: R, N: inFeatures, K: r, sAm: r, sAk: 1, sBn: 1, sBk: inFeatures, accumulate: true })]),
+      ...ops.loraBackward(lora, io, { M: R, ldDy, dyColumn0: column0, accumulateDx: !dropped }),
+      ...(dropped ? [ops.dropout(this.droppedGrad!, dx, this.dropoutCounter, { ...this.dropoutStream(layer, target), N: R * inFeatures, accumulate: true })] : []),
     ];
   }
 
@@ -365,10 +350,5 @@ export class TrainingState extends ForwardState {
   /** Selects the dropout masks of a training step (the same step always draws the same masks). */
   setDropoutStep(step: number): void {
     this.write(this.dropoutCounter, new Uint32Array([step, 0, 0, 0]));
-  }
-
-  override dispose(): void {
-    super.dispose();
-    this.backward.dispose();
   }
 }
