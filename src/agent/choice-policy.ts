@@ -29,7 +29,7 @@ import type { Trainer } from '../engine/train/trainer.ts';
 import { valueOf } from '../engine/train/value-head.ts';
 import type { Env, EnvInfo } from '../env/types.ts';
 import { actionEntropy, actionLogProbs, sampleAction } from './action-policy.ts';
-import { actionKl, startEpisodes, valueHeadOf, type PlayedEpisode, type PlayOptions, type PlayRequest, type Policy, type PolicyLoss, type PolicyOptions, type PolicyStep, type UpdateItem, type UpdateMetrics } from './policy.ts';
+import { actionKl, startEpisodes, valueHeadOf, type CandidateScoring, type PlayedEpisode, type PlayOptions, type PlayRequest, type Policy, type PolicyLoss, type PolicyOptions, type PolicyStep, type UpdateItem, type UpdateMetrics } from './policy.ts';
 import { Transcript } from './transcript.ts';
 
 export interface ChoiceStep extends PolicyStep {
@@ -83,6 +83,7 @@ export type ActionChooser = (states: ChoiceState[], scored: ScoredState[]) => nu
 
 export class ChoicePolicy implements Policy<ChoiceStep> {
   readonly mode = 'choice' as const;
+  readonly candidates: CandidateScoring = this;
 
   constructor(
     readonly model: Model,

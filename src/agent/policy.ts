@@ -19,6 +19,7 @@ import type { GpuLoraAdapter } from '../engine/lora/gpu-adapter.ts';
 import type { StepMetrics, Trainer } from '../engine/train/trainer.ts';
 import type { ValueHead } from '../engine/train/value-head.ts';
 import type { Env, EnvInfo, EnvModule, ResetOptions } from '../env/types.ts';
+import type { ActionChooser, ChoiceStep, ScoredState } from './choice-policy.ts';
 import type { PromptFormat, Transcript } from './transcript.ts';
 
 export type PolicyMode = 'text' | 'choice';
@@ -130,9 +131,21 @@ export interface UpdateMetrics extends StepMetrics {
   logProb: number;
 }
 
+/**
+ * What a value-based algorithm (DQN) needs of a policy: to play by its own rule over each state's
+ * listed actions, and to score states, with their candidates' final hidden states, under any
+ * adapter (its target network). Only the action-level policy has it.
+ */
+export interface CandidateScoring {
+  play(requests: PlayRequest[], options: PlayOptions & { choose: ActionChooser }): Promise<PlayedEpisode<ChoiceStep>[]>;
+  scoreStates(states: { context: number[]; actionTokens: number[][] }[], adapter: GpuLoraAdapter | null, hidden: boolean): Promise<ScoredState[]>;
+}
+
 export interface Policy<S extends PolicyStep = PolicyStep> {
   readonly mode: PolicyMode;
   readonly options: PolicyOptions;
+  /** Set on policies over listed actions (choice mode): see CandidateScoring. */
+  readonly candidates?: CandidateScoring;
   /** Plays one episode per request, side by side, their model calls batched together. */
   play(requests: PlayRequest[], options?: PlayOptions): Promise<PlayedEpisode<S>[]>;
   /** One optimiser step of `trainer` on the items. */

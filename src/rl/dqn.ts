@@ -11,7 +11,7 @@
 //
 // Resuming restores the replay buffer; the target network is re-copied from the online one.
 import { mulberry32 } from '../common/random.ts';
-import { ChoicePolicy, type ChoiceState, type ChoiceStep, type ScoredState } from '../agent/choice-policy.ts';
+import type { ChoiceState, ScoredState } from '../agent/choice-policy.ts';
 import type { GpuLoraAdapter } from '../engine/lora/gpu-adapter.ts';
 import type { TrainBatch } from '../engine/train/batch.ts';
 import type { Trainer } from '../engine/train/trainer.ts';
@@ -51,7 +51,7 @@ interface Transition {
   next: { context: number[]; actionTokens: number[][] } | null;
 }
 
-export function dqn(config: DqnConfig = DQN_DEFAULTS): Algorithm<ChoiceStep> {
+export function dqn(config: DqnConfig = DQN_DEFAULTS): Algorithm {
   const buffer = new ReplayBuffer<Transition>({ capacity: config.bufferSize, seed: 0 });
   const epsilon = linearSchedule({ start: config.epsilonStart, end: config.epsilonEnd, duration: config.explorationEpisodes });
   let target: { adapter: GpuLoraAdapter; head: ValueHeadWeights } | undefined;
@@ -62,8 +62,9 @@ export function dqn(config: DqnConfig = DQN_DEFAULTS): Algorithm<ChoiceStep> {
     learningRate: config.learningRate,
     annealLearningRate: config.annealLearningRate,
 
-    async update({ model, policy, trainer, update, seed, onEpisode }: UpdateContext<ChoiceStep>): Promise<UpdateResult> {
-      if (!(policy instanceof ChoicePolicy) || !policy.options.adapter) throw new RangeError('DQN scores Q-values over listed actions: it needs the action-level (choice) mode with a LoRA adapter');
+    async update({ model, policy, trainer, update, seed, onEpisode }: UpdateContext): Promise<UpdateResult> {
+      const scoring = policy.candidates;
+      if (!scoring || !policy.options.adapter) throw new RangeError('DQN scores Q-values over listed actions: it needs the action-level (choice) mode with a LoRA adapter');
       const online = policy.options.adapter;
       if (!target || update % config.targetUpdateInterval === 0) target = await refreshTarget(model, online, trainer, target);
       // 1. ε-greedy episodes on the online Q.
@@ -71,7 +72,7 @@ export function dqn(config: DqnConfig = DQN_DEFAULTS): Algorithm<ChoiceStep> {
       const eps = epsilon(update * config.episodesPerUpdate);
       const random = mulberry32(seed ^ 0x68e31da4);
       const choose = (_: ChoiceState[], scored: ScoredState[]) => scored.map((s) => epsilonGreedy(qValues(head, s.candidateHidden!), eps, random));
-      const played = await policy.play(episodeSeeds(seed, config.episodesPerUpdate).map((s) => ({ seed: s })), { choose, onEpisode });
+      const played = await scoring.play(episodeSeeds(seed, config.episodesPerUpdate).map((s) => ({ seed: s })), { choose, onEpisode });
       for (const episode of usable(played)) {
         episode.steps.forEach((step, t) => {
           const following = episode.steps[t + 1];
@@ -91,7 +92,7 @@ export function dqn(config: DqnConfig = DQN_DEFAULTS): Algorithm<ChoiceStep> {
       for (let g = 0; g < config.gradientSteps; g++) {
         const batch = buffer.sample(config.batchSize, sampling);
         const withNext = batch.filter((x) => x.next !== null);
-        const nextScores = await policy.scoreStates(withNext.map((x) => x.next!), target.adapter, true);
+        const nextScores = await scoring.scoreStates(withNext.map((x) => x.next!), target.adapter, true);
         const nextQ = new Map(withNext.map((x, i) => [x, qValues(target!.head, nextScores[i].candidateHidden!)]));
         const targets = tdTargets(batch.map((x) => ({ reward: x.reward, terminated: x.terminated, nextQ: nextQ.get(x) ?? [] })), config.gamma);
         const step = await trainer.step(qRegression(batch, targets, policy.options.microBatch), { value: 1 });

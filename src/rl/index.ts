@@ -107,8 +107,8 @@ export function makeAlgorithm(name: AlgorithmName, overrides: Record<string, unk
     case 'grpo':
       return grpo(config);
     case 'dqn':
-      // DQN acts on listed actions only; it checks at its first update that the policy is a choice policy.
-      return dqn(config) as unknown as Algorithm;
+      // DQN acts on listed actions only; it checks at its first update that the policy can score them.
+      return dqn(config);
     case 'bc':
       return bc(config);
   }
